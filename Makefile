@@ -1,0 +1,59 @@
+# m2ho: the targets a newcomer needs. Everything runs as root on Linux for
+# the real-kernel tests (TUN devices, network namespaces, iperf3); without
+# root those tests skip and say why.
+
+GO       ?= go
+BIN      := bin/m2ho
+PKGS     := ./...
+FUZZTIME ?= 20s
+
+.PHONY: all build deps test test-short bench fuzz demo netbench vet clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/m2ho
+
+# deps installs what the real-kernel tests and the bench need (Debian).
+deps:
+	@if ! command -v iperf3 >/dev/null || ! command -v ip >/dev/null; then \
+		if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+			DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iperf3 iproute2 >/dev/null; \
+		else \
+			echo "need iperf3 and iproute2: run as root on Debian/Ubuntu, or install them" >&2; \
+		fi; \
+	fi
+
+# test is the one command CI runs (.ci/run): vet, then every test, the
+# real-kernel ones included when run as root.
+test: deps
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+test-short:
+	$(GO) test -count=1 -short $(PKGS)
+
+# bench: per-packet path and controller micro-benchmarks (ns/op, allocs).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+# fuzz runs every fuzz target for FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list $(PKGS)); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+# demo: the README's first command: install, build, run the main job on the
+# bundled default.
+demo: deps build
+	./$(BIN) replay configs/example-drive.jsonl
+
+vet:
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin

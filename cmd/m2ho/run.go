@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/m2ho/bwe"
+	"github.com/m2ho/m2ho/proxy"
+	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/tun"
+)
+
+// runConfig is `m2ho run`'s configuration: flags, or the same keys in a
+// YAML file (configs/phone.yaml); a flag given on the command line wins.
+type runConfig struct {
+	TUN            string        `yaml:"tun"`
+	MTU            int           `yaml:"mtu"`
+	TetherIf       string        `yaml:"tether-if"`
+	UplinkIf       string        `yaml:"uplink-if"`
+	TetherNets     []string      `yaml:"tether-net"`
+	NoRouting      bool          `yaml:"no-routing"`
+	Table          int           `yaml:"table"`
+	Socket         string        `yaml:"socket"`
+	SignalTimeout  time.Duration `yaml:"signal-timeout"`
+	Flows          []string      `yaml:"flow"`
+	DefaultMode    string        `yaml:"default-mode"`
+	MetricsAddr    string        `yaml:"metrics-addr"`
+	SMaxDB         string        `yaml:"smax-db"`
+	Estimator      string        `yaml:"estimator"`
+	SmoothingBound time.Duration `yaml:"smoothing-bound"`
+	Lambda         float64       `yaml:"lambda"`
+	MaxFlows       int           `yaml:"max-flows"`
+	FlowIdle       time.Duration `yaml:"flow-idle"`
+}
+
+func defaultRunConfig() runConfig {
+	return runConfig{
+		TUN:            "m2ho0",
+		MTU:            1500,
+		Table:          tun.DefaultRoutingTable,
+		Socket:         "/run/m2ho/signal.sock",
+		SignalTimeout:  m2ho.DefaultSignalLoss,
+		DefaultMode:    "m2ho",
+		MetricsAddr:    "127.0.0.1:9477",
+		Estimator:      "per-rtt",
+		SmoothingBound: m2ho.DefaultSmoothingBound,
+		Lambda:         m2ho.DefaultLambda,
+		MaxFlows:       proxy.DefaultMaxFlows,
+		FlowIdle:       proxy.DefaultIdleTimeout,
+	}
+}
+
+func newRunCmd(g *globalFlags) *cobra.Command {
+	c := defaultRunConfig()
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "run [flags]",
+		Short: "Run the phone-side proxy: TUN device, policy routing, signalling socket",
+		Long: `run is the phone-side daemon. It creates a TUN device and (unless
+--no-routing) policy routing so that traffic between the tethered interface
+and the uplink interface crosses the TUN in both directions; it applies
+M2HO to the tethered laptop's TCP flows, fed by signalling events written
+as JSON lines to a Unix socket (signaling/FORMAT.md). It prints what it
+configured and removes all of it on SIGINT/SIGTERM or when start-up fails.
+
+Each new flow gets a mode from the first --flow rule that matches, else
+--default-mode:
+  pass   forward unchanged
+  m2ho   rewrite uplink ACK windows and drop spurious duplicate ACKs
+Rule syntax: [tcp|udp|any] [src|dst [host|net] ADDR] [src-port|dst-port|port N[-M]] mode=MODE
+  --flow 'tcp dst-port 443 mode=m2ho' --flow 'tcp dst net 192.0.2.0/24 mode=pass'
+
+When no signalling event arrives for --signal-timeout the controller falls
+back to pass-through (no clamp, no drop) and says so in the log.
+
+Flags may also come from a YAML file (--config, see configs/phone.yaml);
+a flag given on the command line wins over the file.
+
+Example (as root):
+  m2ho run --tether-if usb0 --uplink-if rmnet0 --socket /run/m2ho/signal.sock`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if configPath != "" {
+				if err := mergeYAML(&c, configPath, cmd.Flags()); err != nil {
+					return err
+				}
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return runDaemon(cmd.Context(), c, log, cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&configPath, "config", "", "YAML file with the same keys as these flags (flags win)")
+	fs.StringVar(&c.TUN, "tun", c.TUN, "name of the TUN device to create")
+	fs.IntVar(&c.MTU, "mtu", c.MTU, "MTU of the TUN device")
+	fs.StringVar(&c.TetherIf, "tether-if", c.TetherIf, "interface facing the tethered laptop (required unless --no-routing)")
+	fs.StringVar(&c.UplinkIf, "uplink-if", c.UplinkIf, "interface facing the network (required unless --no-routing)")
+	fs.StringSliceVar(&c.TetherNets, "tether-net", c.TetherNets, "tethered side's prefixes (default: the addresses of --tether-if)")
+	fs.BoolVar(&c.NoRouting, "no-routing", c.NoRouting, "do not touch routing; route traffic into the TUN yourself")
+	fs.IntVar(&c.Table, "table", c.Table, "policy routing table for the TUN's default route")
+	fs.StringVar(&c.Socket, "socket", c.Socket, "Unix socket that accepts signalling events as JSON lines")
+	fs.DurationVar(&c.SignalTimeout, "signal-timeout", c.SignalTimeout, "fall back to pass-through after this long without an event")
+	fs.StringArrayVar(&c.Flows, "flow", c.Flows, "flow rule, e.g. 'tcp dst-port 443 mode=m2ho' (repeatable, first match wins)")
+	fs.StringVar(&c.DefaultMode, "default-mode", c.DefaultMode, "mode of flows no rule matches: pass or m2ho")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
+	fs.StringVar(&c.SMaxDB, "smax-db", c.SMaxDB, "file that keeps the per-cell buffer estimates across restarts (empty: memory only)")
+	fs.StringVar(&c.Estimator, "estimator", c.Estimator, "bandwidth estimator for c_est: "+strings.Join(bwe.Names(), ", "))
+	fs.DurationVar(&c.SmoothingBound, "smoothing-bound", c.SmoothingBound, "longest duplicate-ACK suppression after a handover (keep well under the 200ms minimum RTO)")
+	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
+	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
+	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
+	return cmd
+}
+
+// mergeYAML fills c from the file for every key whose flag was not given.
+func mergeYAML(c *runConfig, path string, fs *pflag.FlagSet) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	var file runConfig
+	file = *c
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("%s: %v", path, err)
+	}
+	// Flags win: copy back what the command line set.
+	set := map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
+	pick := func(name string, apply func()) {
+		if !set[name] {
+			apply()
+		}
+	}
+	pick("tun", func() { c.TUN = file.TUN })
+	pick("mtu", func() { c.MTU = file.MTU })
+	pick("tether-if", func() { c.TetherIf = file.TetherIf })
+	pick("uplink-if", func() { c.UplinkIf = file.UplinkIf })
+	pick("tether-net", func() { c.TetherNets = file.TetherNets })
+	pick("no-routing", func() { c.NoRouting = file.NoRouting })
+	pick("table", func() { c.Table = file.Table })
+	pick("socket", func() { c.Socket = file.Socket })
+	pick("signal-timeout", func() { c.SignalTimeout = file.SignalTimeout })
+	pick("flow", func() { c.Flows = file.Flows })
+	pick("default-mode", func() { c.DefaultMode = file.DefaultMode })
+	pick("metrics-addr", func() { c.MetricsAddr = file.MetricsAddr })
+	pick("smax-db", func() { c.SMaxDB = file.SMaxDB })
+	pick("estimator", func() { c.Estimator = file.Estimator })
+	pick("smoothing-bound", func() { c.SmoothingBound = file.SmoothingBound })
+	pick("lambda", func() { c.Lambda = file.Lambda })
+	pick("max-flows", func() { c.MaxFlows = file.MaxFlows })
+	pick("flow-idle", func() { c.FlowIdle = file.FlowIdle })
+	return nil
+}
+
+// check validates everything that can be checked before touching the
+// system, naming the flag at fault.
+func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.Estimator, err error) {
+	if !c.NoRouting && (c.TetherIf == "" || c.UplinkIf == "") {
+		return nil, 0, nil, errors.New("--tether-if and --uplink-if are required (or --no-routing with --tether-net)")
+	}
+	if c.NoRouting && c.TetherIf == "" && len(c.TetherNets) == 0 {
+		return nil, 0, nil, errors.New("--no-routing needs --tether-net (or --tether-if to read its addresses)")
+	}
+	if rules, err = proxy.ParseRules(c.Flows); err != nil {
+		return nil, 0, nil, fmt.Errorf("--flow: %w", err)
+	}
+	if def, err = proxy.ParseMode(c.DefaultMode); err != nil {
+		return nil, 0, nil, fmt.Errorf("--default-mode: %w", err)
+	}
+	if err = def.Available(); err != nil {
+		return nil, 0, nil, fmt.Errorf("--default-mode: %w", err)
+	}
+	for i, r := range rules {
+		if err = r.Mode.Available(); err != nil {
+			return nil, 0, nil, fmt.Errorf("--flow %d (%s): %w", i+1, r, err)
+		}
+	}
+	if est, err = bwe.ByName(c.Estimator); err != nil {
+		return nil, 0, nil, fmt.Errorf("--estimator: %w", err)
+	}
+	switch {
+	case c.SignalTimeout <= 0:
+		return nil, 0, nil, fmt.Errorf("--signal-timeout %v: must be positive", c.SignalTimeout)
+	case c.SmoothingBound <= 0 || c.SmoothingBound >= 200*time.Millisecond:
+		return nil, 0, nil, fmt.Errorf("--smoothing-bound %v: must lie in (0, 200ms): suppressing ACKs for the minimum RTO would cause timeouts", c.SmoothingBound)
+	case c.Lambda <= 0:
+		return nil, 0, nil, fmt.Errorf("--lambda %v: must be positive", c.Lambda)
+	case c.MTU < 576 || c.MTU > 65535:
+		return nil, 0, nil, fmt.Errorf("--mtu %d: must lie in [576, 65535]", c.MTU)
+	case c.MaxFlows <= 0:
+		return nil, 0, nil, fmt.Errorf("--max-flows %d: must be positive", c.MaxFlows)
+	case c.FlowIdle <= 0:
+		return nil, 0, nil, fmt.Errorf("--flow-idle %v: must be positive", c.FlowIdle)
+	}
+	return rules, def, est, nil
+}
+
+// tetherPrefixes are the laptop side's prefixes: --tether-net, else the
+// addresses configured on --tether-if.
+func (c *runConfig) tetherPrefixes() ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range c.TetherNets {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--tether-net %q: %v", s, err)
+		}
+		out = append(out, p.Masked())
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	ifi, err := net.InterfaceByName(c.TetherIf)
+	if err != nil {
+		return nil, fmt.Errorf("--tether-if %q: %v", c.TetherIf, err)
+	}
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return nil, fmt.Errorf("--tether-if %q: %v", c.TetherIf, err)
+	}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok {
+			continue
+		}
+		addr, _ := netip.AddrFromSlice(ipn.IP)
+		addr = addr.Unmap()
+		if addr.IsLinkLocalUnicast() {
+			continue
+		}
+		ones, _ := ipn.Mask.Size()
+		out = append(out, netip.PrefixFrom(addr, ones).Masked())
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--tether-if %q has no address: give --tether-net", c.TetherIf)
+	}
+	return out, nil
+}
+
+// runDaemon runs until ctx ends or SIGINT/SIGTERM; everything it set up is
+// undone on the way out, also when start-up fails half-way.
+func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{ Write([]byte) (int, error) }) (err error) {
+	rules, def, est, err := c.check()
+	if err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+
+	var db *m2ho.SMaxDB
+	if c.SMaxDB != "" {
+		if db, err = m2ho.OpenSMaxDB(c.SMaxDB); err != nil {
+			return fmt.Errorf("--smax-db: %w", err)
+		}
+	}
+
+	obs := newObserver(log)
+	ctrl := m2ho.New(m2ho.Config{
+		Lambda:         c.Lambda,
+		SmoothingBound: c.SmoothingBound,
+		SignalLoss:     c.SignalTimeout,
+		Estimator:      est,
+		Observer:       obs,
+		SMaxDB:         db,
+	})
+
+	dev, err := tun.OpenLinux(tun.LinuxConfig{Name: c.TUN, MTU: c.MTU})
+	if err != nil {
+		return err
+	}
+	undo = append(undo, func() { dev.Close() })
+	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d)\n", dev.Name(), dev.MTU())
+
+	if !c.NoRouting {
+		r, err := tun.SetupRouting(tun.RoutingConfig{TetherIf: c.TetherIf, UplinkIf: c.UplinkIf, TUN: dev.Name(), Table: c.Table})
+		if err != nil {
+			return err
+		}
+		undo = append(undo, func() {
+			if err := r.Undo(); err != nil {
+				log.Error("removing policy routing", zap.Error(err))
+			} else {
+				fmt.Fprintln(out, "m2ho: policy routing removed")
+			}
+		})
+		for _, line := range r.Describe() {
+			fmt.Fprintf(out, "m2ho: configured: %s\n", line)
+		}
+	} else if b, err := exec.Command("ip", "link", "set", dev.Name(), "up").CombinedOutput(); err != nil {
+		return fmt.Errorf("ip link set %s up: %v: %s", dev.Name(), err, strings.TrimSpace(string(b)))
+	}
+
+	prefixes, err := c.tetherPrefixes()
+	if err != nil {
+		return err
+	}
+	eng := proxy.NewEngine(proxy.EngineConfig{
+		TetherPrefixes: prefixes,
+		Rules:          rules,
+		DefaultMode:    def,
+		MaxFlows:       c.MaxFlows,
+		IdleTimeout:    c.FlowIdle,
+	}, dev, ctrl, log)
+	fmt.Fprintf(out, "m2ho: tethered side %v, default mode %s, %d flow rule(s)\n", prefixes, def, len(rules))
+	for i, r := range rules {
+		fmt.Fprintf(out, "m2ho: rule %d: %s\n", i+1, r)
+	}
+
+	// The signalling socket feeds the controller under the engine's lock,
+	// so events and packets are seen in one order.
+	if err := os.MkdirAll(filepath.Dir(c.Socket), 0o755); err != nil {
+		return fmt.Errorf("--socket: %w", err)
+	}
+	srv, err := signaling.Listen(c.Socket, func(ev signaling.Event) {
+		now := time.Now()
+		eng.Do(func() { ctrl.OnEvent(now, &ev) })
+	})
+	if err != nil {
+		return fmt.Errorf("--socket: %w", err)
+	}
+	undo = append(undo, func() { srv.Close() })
+	fmt.Fprintf(out, "m2ho: signalling socket %s\n", c.Socket)
+
+	if c.MetricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(newCollector(eng, ctrl, srv, obs))
+		ln, err := net.Listen("tcp", c.MetricsAddr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go hs.Serve(ln)
+		undo = append(undo, func() { hs.Close() })
+		fmt.Fprintf(out, "m2ho: metrics on http://%s/metrics\n", ln.Addr())
+	}
+
+	// Timers of the controller (withdrawal, smoothing bound, signal loss)
+	// run on a short tick while no packet brings the time along.
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		lastSave := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-t.C:
+				eng.Do(func() {
+					ctrl.Tick(now)
+					if db != nil && ctrl.Dirty() && now.Sub(lastSave) > 5*time.Second {
+						lastSave = now
+						if err := db.Save(); err != nil {
+							log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(err))
+						}
+					}
+				})
+			}
+		}
+	}()
+
+	log.Info("m2ho running", zap.String("tun", dev.Name()), zap.String("socket", c.Socket))
+	err = eng.Run(ctx)
+	if db != nil {
+		if serr := db.Save(); serr != nil {
+			log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(serr))
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(out, "m2ho: stopping")
+		return nil
+	}
+	return err
+}
