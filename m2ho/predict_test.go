@@ -246,3 +246,5 @@ func TestPredictorTracksServing(t *testing.T) {
 		t.Fatalf("live %v %v %+v", ok, typ, target)
 	}
 }
+
+func usDur(us int) time.Duration { return time.Duration(us) * time.Microsecond }
