@@ -2,6 +2,24 @@
 // machine that turns the UE's own signalling into verdicts on the tethered
 // flows' uplink packets. Every input carries `now`; nothing here reads the
 // clock, starts a goroutine or does I/O on the packet path.
+//
+// Decisions beyond the paper's text:
+//   - Until the first signalling event, and after SignalLoss without one,
+//     every packet passes (fail open); RTT and rate tracking go on.
+//   - Preparation is entered on a prediction or, without one, on the
+//     handover command itself. A command during Smoothing, or a new
+//     prediction during it, ends the smoothing and enters Preparation.
+//   - After a command, random access failures change nothing; the first
+//     success (any reason) enters Smoothing; without one within
+//     ExecutionBound (default 1 s, the usual T304) the controller returns
+//     to Stable.
+//   - Smoothing never rewrites windows; it drops uplink pure ACKs of flows
+//     that had downlink data at the command, until the flow acknowledges
+//     all of it (rule a, per flow), the first burst in the target cell ends
+//     or SmoothingBound passes (rules b, c, for all flows).
+//   - c_est is one estimate for the phone (the cell's delivery rate, reset
+//     when random access to a new cell succeeds); Eqn 2's rwnd and the
+//     Preparation budget ŝ_max are both shared equally by active flows.
 package m2ho
 
 import (

@@ -304,7 +304,7 @@ func TestSmoothingReleaseWraparound(t *testing.T) {
 	fx.pkt(10, f, down(0xFFFFFE00, 0x100)) // high = 0xFFFFFF00
 	fx.pkt(11, f, down(0xFFFFFF00, 0x200)) // high = 0x00000100 (wrapped)
 	fx.pkt(12, f, down(0xFFFFFE00, 0x100)) // retransmission: high stays
-	toSmoothing(fx, f, 0xFFFFFF00, 0x100)   // old data again: high stays 0x100
+	toSmoothing(fx, f, 0xFFFFFF00, 0x100)  // old data again: high stays 0x100
 	check(t, "before the wrap", fx.pkt(131, f, upACK(0xFFFFFFF0, 65535, 7)), drop)
 	check(t, "after the wrap, short", fx.pkt(132, f, upACK(0x000000FF, 65535, 7)), drop)
 	check(t, "at the mark", fx.pkt(133, f, upACK(0x00000100, 65535, 7)), pass)
