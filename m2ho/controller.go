@@ -250,6 +250,7 @@ func (c *Controller) setState(now time.Time, to State, why string) {
 	if to == Stable {
 		c.commanded = false
 		c.sMax = 0
+		c.target = signaling.Cell{}
 	}
 	c.obs.Transition(now, from, to, why)
 }
@@ -303,7 +304,6 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		}
 		if o.Kind == OutcomeWithdrawn && c.state == Preparation && !c.commanded {
 			c.setState(now, Stable, "prediction withdrawn: A1")
-			c.target = signaling.Cell{}
 			return
 		}
 		if _, _, target, live := c.pred.Live(); live && !c.commanded {
