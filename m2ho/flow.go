@@ -1,9 +1,106 @@
 package m2ho
 
+import "time"
+
+// tsRing is how many uplink TSvals a flow remembers for RTT matching. The
+// server echoes the TSval of the latest ACK it took (RFC 7323 ts_recent),
+// so only the most recent few can ever match; 8 covers an RTT's worth of
+// distinct TSvals at the usual 1 ms timestamp clock with room to spare.
+const tsRing = 8
+
 // Flow is the controller's per-flow state. The packet path owns the memory
 // (one Flow embedded in each flow-table entry, so a new flow allocates
-// nothing here) and hands it to the controller with every packet.
+// nothing here) and hands it to the controller with every packet. Its zero
+// value is a flow the controller does not know: Attach makes it live, and
+// until then every packet of it passes. The packet path never reads or
+// writes the fields; the pointer must stay valid from Attach to Detach.
 type Flow struct {
-	// Fields are the controller's own; the packet path never reads them.
-	_ struct{}
+	attached bool
+
+	// Highest downlink sequence number seen, as seq+len of the segment
+	// (the next byte expected), for Smoothing's release rule (a).
+	high    uint32
+	hasHigh bool
+
+	// Smoothing (§4.4) for the command episode `episode`: snap is high as
+	// it was at that handover command; released means this flow's ACKs
+	// pass again (it acknowledged past snap, or had no data at the
+	// command).
+	episode  uint32
+	snap     uint32
+	released bool
+
+	// lastEpoch is the active-flow epoch of the flow's last downlink
+	// payload (0: never). See Controller.activeFlows.
+	lastEpoch int64
+
+	// RTT from TCP timestamps, measured on the phone: an uplink ACK
+	// carrying TSval=X leaves at ts[i].at; the first downlink segment
+	// echoing TSecr=X closes the phone→server→phone round trip.
+	ts     [tsRing]tsSent
+	tsNext uint8
+	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298)
+	rttMin time.Duration
+	rttN   uint32
 }
+
+type tsSent struct {
+	val   uint32
+	at    time.Time
+	valid bool // set, and not yet echoed
+}
+
+// recordTSval remembers when an uplink segment first carried val. Later
+// ACKs carrying the same value keep the first time: the echo answers the
+// earliest one the server took.
+func (f *Flow) recordTSval(now time.Time, val uint32) {
+	last := &f.ts[(f.tsNext+tsRing-1)%tsRing]
+	if last.val == val && !last.at.IsZero() {
+		return
+	}
+	f.ts[f.tsNext] = tsSent{val: val, at: now, valid: true}
+	f.tsNext = (f.tsNext + 1) % tsRing
+}
+
+// matchTSecr returns the round trip closed by a downlink segment echoing
+// ecr. Each TSval yields one sample only: later segments echoing it were
+// sent later (a window's worth of data carries the same echo), and would
+// inflate the RTT by the sender's own pacing.
+func (f *Flow) matchTSecr(now time.Time, ecr uint32) (time.Duration, bool) {
+	for i := range f.ts {
+		e := &f.ts[i]
+		if e.valid && e.val == ecr {
+			e.valid = false
+			d := now.Sub(e.at)
+			if d < 0 {
+				return 0, false
+			}
+			return d, true
+		}
+	}
+	return 0, false
+}
+
+func (f *Flow) addRTT(d time.Duration) {
+	if d <= 0 {
+		d = time.Microsecond // a same-instant echo (virtual time): still a sample
+	}
+	if f.rttN == 0 {
+		f.srtt, f.rttMin = d, d
+	} else {
+		f.srtt += (d - f.srtt) / 8
+		if d < f.rttMin {
+			f.rttMin = d
+		}
+	}
+	f.rttN++
+}
+
+// RTT reports the flow's smoothed and minimum RTT and the number of
+// samples (for tests, metrics and the Wave hint).
+func (f *Flow) RTT() (srtt, min time.Duration, samples int) {
+	return f.srtt, f.rttMin, int(f.rttN)
+}
+
+// seqLT is a < b in TCP's wrapping sequence space (gVisor seqnum.LessThan).
+func seqLT(a, b uint32) bool { return int32(a-b) < 0 }

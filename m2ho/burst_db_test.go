@@ -1,0 +1,199 @@
+package m2ho
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+type slotIn struct {
+	us    int // time in µs
+	rb    float64
+	bytes int
+}
+
+func TestBurstDetector(t *testing.T) {
+	tests := []struct {
+		name  string
+		slots []slotIn
+		want  []int // s_b of each burst that ended, in order
+	}{
+		{"full, full, partial, empty", []slotIn{{0, 0.95, 100}, {125, 0.95, 100}, {250, 0.3, 20}, {375, 0, 0}}, []int{220}},
+		{"0.9 is not more than 90 %", []slotIn{{0, 0.9, 100}, {125, 0.3, 20}, {250, 0, 0}}, nil},
+		{"partial not followed by empty continues", []slotIn{{0, 0.95, 100}, {125, 0.3, 10}, {250, 0.5, 50}, {375, 0.2, 5}, {500, 0, 0}}, []int{165}},
+		{"0.4 is not less than 40 %", []slotIn{{0, 0.95, 100}, {125, 0.4, 10}, {250, 0, 0}, {375, 0, 0}}, []int{110}},
+		{"empty slot inside a burst, then more", []slotIn{{0, 0.95, 100}, {125, 0, 0}, {250, 0.95, 100}, {375, 0.1, 1}, {500, 0, 0}}, []int{201}},
+		{"two empty slots end it", []slotIn{{0, 0.95, 100}, {125, 0, 0}, {250, 0, 0}}, []int{100}},
+		{"bytes 0 with RBs counts as empty", []slotIn{{0, 0.95, 100}, {125, 0.3, 10}, {250, 0.5, 0}}, []int{110}},
+		{"NaN counts as empty", []slotIn{{0, 0.95, 100}, {125, 0.3, 10}, {250, math.NaN(), 7}}, []int{110}},
+		{"full slot with no bytes does not start", []slotIn{{0, 0.95, 0}, {125, 0.3, 10}, {250, 0, 0}}, nil},
+		{"gap in the feed aborts", []slotIn{{0, 0.95, 100}, {1000, 0.3, 10}, {50000, 0, 0}}, nil},
+		{"gap before a new burst is fine", []slotIn{{0, 0.95, 100}, {125, 0.3, 10}, {250, 0, 0}, {90000, 0.99, 50}, {90125, 0.1, 5}, {90250, 0, 0}}, []int{110, 55}},
+		{"never ends", []slotIn{{0, 0.95, 100}, {125, 0.95, 100}}, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var d burstDetector
+			var got []int
+			for _, s := range tc.slots {
+				if sb, ok := d.slot(t0.Add(usDur(s.us)), s.rb, s.bytes); ok {
+					got = append(got, sb)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("bursts %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Fatalf("bursts %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func cell(t signaling.CellType, id string) signaling.Cell { return signaling.Cell{ID: id, Type: t} }
+
+func TestSMaxLookupFallbacks(t *testing.T) {
+	db := NewSMaxDB("")
+	if v, src := db.Lookup(cell(sub6, "1")); v != DefaultSMax || src != SMaxDefault {
+		t.Fatalf("empty db: %d %v", v, src)
+	}
+	if v, src := db.Lookup(cell(mmw, "1")); v != DefaultSMax || src != SMaxDefault {
+		t.Fatalf("empty db, mmWave: %d %v", v, src)
+	}
+	var nilDB *SMaxDB
+	if v, src := nilDB.Lookup(cell(sub6, "1")); v != DefaultSMax || src != SMaxDefault || nilDB.Dirty() || nilDB.Observe(cell(sub6, "1"), 5) {
+		t.Fatalf("nil db: %d %v", v, src)
+	}
+
+	db.Observe(cell(sub6, "A"), 300000)
+	db.Observe(cell(sub6, "B"), 200000)
+	db.Observe(cell(lte, "L"), 500000)
+	db.Observe(cell(mmw, "M"), 9000000) // recorded but never trusted for mmWave
+	tests := []struct {
+		name string
+		c    signaling.Cell
+		v    int
+		src  SMaxSource
+	}{
+		{"known sub6", cell(sub6, "A"), 300000, SMaxKnown},
+		{"unknown sub6: min of sub6", cell(sub6, "Z"), 200000, SMaxSameType},
+		{"sub6 without id: min of sub6", cell(sub6, ""), 200000, SMaxSameType},
+		{"known lte", cell(lte, "L"), 500000, SMaxKnown},
+		{"unknown lte: min of lte", cell(lte, "Q"), 500000, SMaxSameType},
+		{"known mmWave still min sub-6 (LTE included)", cell(mmw, "M"), 200000, SMaxSub6ForMm},
+		{"unknown mmWave: min sub-6", cell(mmw, "N"), 200000, SMaxSub6ForMm},
+		{"unknown type: min of any sub-6", cell(unk, "?"), 200000, SMaxAnyKnown},
+		{"same id other type is another cell", cell(lte, "A"), 500000, SMaxSameType},
+	}
+	for _, tc := range tests {
+		if v, src := db.Lookup(tc.c); v != tc.v || src != tc.src {
+			t.Fatalf("%s: %d %v, want %d %v", tc.name, v, src, tc.v, tc.src)
+		}
+	}
+	// Only LTE known: an unknown sub-6 cell falls back to any sub-6 (LTE).
+	db2 := NewSMaxDB("")
+	db2.Observe(cell(lte, "L"), 123456)
+	if v, src := db2.Lookup(cell(sub6, "x")); v != 123456 || src != SMaxAnyKnown {
+		t.Fatalf("lte only: %d %v", v, src)
+	}
+}
+
+func TestSMaxObserveOnlyGrows(t *testing.T) {
+	db := NewSMaxDB("")
+	if db.Dirty() {
+		t.Fatal("new db dirty")
+	}
+	if !db.Observe(cell(sub6, "A"), 1000) || !db.Dirty() {
+		t.Fatal("first burst not recorded")
+	}
+	if db.Observe(cell(sub6, "A"), 999) || db.Observe(cell(sub6, "A"), 1000) {
+		t.Fatal("smaller burst lowered or re-set ŝ_max")
+	}
+	if !db.Observe(cell(sub6, "A"), 1001) {
+		t.Fatal("larger burst ignored")
+	}
+	if db.Observe(cell(sub6, ""), 5000) || db.Observe(cell(sub6, "B"), 0) || db.Observe(cell(sub6, "B"), -3) {
+		t.Fatal("recorded a cell without id or a non-positive burst")
+	}
+	if v, _ := db.Get(cell(sub6, "A")); v != 1001 {
+		t.Fatalf("ŝ_max %d", v)
+	}
+}
+
+func TestSMaxPersistence(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "smax.json")
+	db, err := OpenSMaxDB(path) // missing file: empty db
+	if err != nil || db.Len() != 0 {
+		t.Fatalf("open missing: %v %d", err, db.Len())
+	}
+	db.Observe(cell(sub6, "A"), 300000)
+	db.Observe(cell(lte, "L"), 400000)
+	if err := db.Save(); err != nil {
+		t.Fatal(err)
+	}
+	if db.Dirty() {
+		t.Fatal("dirty after save")
+	}
+	re, err := OpenSMaxDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, src := re.Lookup(cell(sub6, "A")); v != 300000 || src != SMaxKnown {
+		t.Fatalf("reopened: %d %v", v, src)
+	}
+	if v, _ := re.Get(cell(lte, "L")); v != 400000 || re.Dirty() {
+		t.Fatalf("reopened lte: %d dirty=%v", v, re.Dirty())
+	}
+	// A second save replaces the file and leaves no temporary behind.
+	re.Observe(cell(sub6, "A"), 350000)
+	if err := re.Save(); err != nil {
+		t.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != 1 || ents[0].Name() != "smax.json" {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Fatalf("directory holds %v", names)
+	}
+	re2, err := OpenSMaxDB(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _ := re2.Get(cell(sub6, "A")); v != 350000 {
+		t.Fatalf("after second save %d", v)
+	}
+	// A save into a directory that does not exist fails and writes nothing.
+	bad := NewSMaxDB(filepath.Join(dir, "no", "such", "smax.json"))
+	bad.Observe(cell(sub6, "A"), 1)
+	if err := bad.Save(); err == nil || !bad.Dirty() {
+		t.Fatalf("save into missing dir: err=%v dirty=%v", err, bad.Dirty())
+	}
+}
+
+func TestSMaxOpenErrors(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct{ name, body, want string }{
+		{"not json", "{", "unexpected end"},
+		{"bad version", `{"version":2,"cells":[]}`, "version 2"},
+		{"bad type", `{"version":1,"cells":[{"id":"a","type":"wifi","smax_bytes":1}]}`, "cells[0].type"},
+		{"empty id", `{"version":1,"cells":[{"id":"","type":"sub6","smax_bytes":1}]}`, "cells[0].id"},
+		{"zero smax", `{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5},{"id":"b","type":"lte","smax_bytes":0}]}`, "cells[1].smax_bytes"},
+	}
+	for _, tc := range tests {
+		p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
+		os.WriteFile(p, []byte(tc.body), 0o644)
+		_, err := OpenSMaxDB(p)
+		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
+			t.Fatalf("%s: error %v, want one naming %s and %q", tc.name, err, p, tc.want)
+		}
+	}
+}

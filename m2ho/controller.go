@@ -1,0 +1,564 @@
+// Package m2ho is the M2HO controller (MobiCom'24, §4): a pure state
+// machine that turns the UE's own signalling into verdicts on the tethered
+// flows' uplink packets. Every input carries `now`; nothing here reads the
+// clock, starts a goroutine or does I/O on the packet path.
+//
+// Decisions beyond the paper's text:
+//   - Until the first signalling event, and after SignalLoss without one,
+//     every packet passes (fail open); RTT and rate tracking go on.
+//   - Preparation is entered on a prediction or, without one, on the
+//     handover command itself. A command during Smoothing, or a new
+//     prediction during it, ends the smoothing and enters Preparation.
+//   - After a command, random access failures change nothing; the first
+//     success (any reason) enters Smoothing; without one within
+//     ExecutionBound (default 1 s, the usual T304) the controller returns
+//     to Stable.
+//   - Smoothing never rewrites windows; it drops uplink pure ACKs of flows
+//     that had downlink data at the command, until the flow acknowledges
+//     all of it (rule a, per flow), the first burst in the target cell ends
+//     or SmoothingBound passes (rules b, c, for all flows).
+//   - c_est is one estimate for the phone (the cell's delivery rate, reset
+//     when random access to a new cell succeeds); Eqn 2's rwnd and the
+//     Preparation budget ŝ_max are both shared equally by active flows.
+package m2ho
+
+import (
+	"math"
+	"time"
+
+	"github.com/m2ho/m2ho/m2ho/bwe"
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// Defaults (see Config).
+const (
+	DefaultLambda           = 2.0                    // Eqn 2's λ (§4.5)
+	DefaultSmoothingBound   = 120 * time.Millisecond // well under the 200 ms minimum RTO
+	DefaultSignalLoss       = 5 * time.Second
+	DefaultT2               = 180 * time.Millisecond // ≈ the paper's 178.9 ms report→execution
+	DefaultActiveFlowWindow = time.Second
+	// DefaultExecutionBound is how long after a handover command the
+	// controller waits for random access to succeed before giving up the
+	// handover: 1 s, the usual NR T304, after which the UE declares a
+	// radio link failure and the clamp would only starve the flows.
+	DefaultExecutionBound = time.Second
+	// DefaultMSS is assumed when a packet does not say its flow's MSS.
+	DefaultMSS = 1460
+)
+
+// minRTTSamples is how many RTT samples a flow needs before Eqn 2 touches
+// its window: one is enough for a window size, two make RTT_min/RTT mean
+// something other than 1.
+const minRTTSamples = 2
+
+// Toggle is a switch whose zero value means "the default".
+type Toggle uint8
+
+const (
+	ToggleDefault Toggle = iota
+	ToggleOn
+	ToggleOff
+)
+
+func (t Toggle) on(def bool) bool {
+	switch t {
+	case ToggleOn:
+		return true
+	case ToggleOff:
+		return false
+	}
+	return def
+}
+
+// Config parameterises a Controller; New fills zero fields with defaults.
+type Config struct {
+	Lambda           float64       // Eqn 2's λ; default 2
+	SmoothingBound   time.Duration // hard bound of Smoothing; default 120 ms
+	SignalLoss       time.Duration // no event for this long → pass-through; default 5 s
+	DefaultT2        time.Duration // T2 before any report→command interval was measured; default 180 ms
+	ActiveFlowWindow time.Duration // a flow with downlink payload this recently is active; default 1 s
+	ExecutionBound   time.Duration // command → random access success; default 1 s
+	Estimator        func() bwe.Estimator
+	Observer         Observer
+	SMaxDB           *SMaxDB // nil: every lookup gives DefaultSMax
+	Rules            Rules   // default Algorithm1
+	StableRate       Toggle  // Eqn 2 in Stable; default on
+}
+
+// Observer is told of the controller's decisions, for logs and metrics.
+// It is called synchronously from OnPacket, OnEvent and Tick, so it must
+// be quick and must not call back into the Controller.
+type Observer interface {
+	Transition(now time.Time, from, to State, why string)
+	Prediction(now time.Time, o PredictionOutcome)
+	SignalLost(now time.Time)
+	SignalRestored(now time.Time)
+}
+
+// NopObserver ignores everything.
+type NopObserver struct{}
+
+func (NopObserver) Transition(time.Time, State, State, string) {}
+func (NopObserver) Prediction(time.Time, PredictionOutcome)    {}
+func (NopObserver) SignalLost(time.Time)                       {}
+func (NopObserver) SignalRestored(time.Time)                   {}
+
+// Hint is the controller's state for other consumers (the QUIC tunnel's
+// server-side pacer, metrics).
+type Hint struct {
+	State State
+	// SMax is the clamp budget in bytes for all flows together while in
+	// Preparation (the target's ŝ_max), 0 otherwise.
+	SMax int
+	// CEst is the delivery rate estimate in bytes/s (0: none yet).
+	CEst            float64
+	Serving, Target signaling.Cell
+	PassThrough     bool
+}
+
+// Controller is one phone's M2HO state machine (Fig. 6). It is not safe
+// for concurrent use: one goroutine feeds it packets, events and ticks.
+type Controller struct {
+	cfg        Config
+	stableRate bool
+	obs        Observer
+	pred       *Predictor
+	est        bwe.Estimator
+	burst      burstDetector
+
+	state State
+
+	// Signal loss: passThrough until the first event and after SignalLoss
+	// without one.
+	passThrough bool
+	lost        bool
+	everEvent   bool
+	lastEvent   time.Time
+
+	serving signaling.Cell // the serving data cell, as last named
+	target  signaling.Cell // predicted, then commanded target
+	sMax    int            // ŝ_max of target while in Preparation
+	sMaxSrc SMaxSource
+
+	commanded bool // a command is being executed (Preparation after it)
+	commandAt time.Time
+	episode   uint32 // counts commands; flows snapshot per episode
+	smoothAt  time.Time
+
+	// Active flows (see activeFlows).
+	epochStart   time.Time
+	epochStarted bool
+	epoch        int64
+	cur          int // flows with payload in the current epoch
+	prevOnly     int // flows with payload in the previous epoch, not yet in this one
+
+	lastRTT time.Duration // latest smoothed RTT of any flow, for flows without their own
+}
+
+// New returns a Controller in Stable, in pass-through until the first
+// signalling event arrives.
+func New(cfg Config) *Controller {
+	if cfg.Lambda <= 0 {
+		cfg.Lambda = DefaultLambda
+	}
+	if cfg.SmoothingBound <= 0 {
+		cfg.SmoothingBound = DefaultSmoothingBound
+	}
+	if cfg.SignalLoss <= 0 {
+		cfg.SignalLoss = DefaultSignalLoss
+	}
+	if cfg.DefaultT2 <= 0 {
+		cfg.DefaultT2 = DefaultT2
+	}
+	if cfg.ActiveFlowWindow <= 0 {
+		cfg.ActiveFlowWindow = DefaultActiveFlowWindow
+	}
+	if cfg.ExecutionBound <= 0 {
+		cfg.ExecutionBound = DefaultExecutionBound
+	}
+	if cfg.Estimator == nil {
+		cfg.Estimator = func() bwe.Estimator { return bwe.NewPerRTT() }
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = NopObserver{}
+	}
+	if cfg.Rules == nil {
+		cfg.Rules = Algorithm1
+	}
+	return &Controller{
+		cfg:         cfg,
+		stableRate:  cfg.StableRate.on(true),
+		obs:         cfg.Observer,
+		pred:        NewPredictor(cfg.Rules, cfg.DefaultT2),
+		est:         cfg.Estimator(),
+		passThrough: true,
+		epoch:       2,
+	}
+}
+
+// State is the current phase.
+func (c *Controller) State() State { return c.state }
+
+// Predictor gives read access to the handover predictor (T2, live prediction).
+func (c *Controller) Predictor() *Predictor { return c.pred }
+
+// Hint returns the state other consumers need.
+func (c *Controller) Hint() Hint {
+	h := Hint{State: c.state, CEst: c.est.Rate(), Serving: c.serving, Target: c.target, PassThrough: c.passThrough}
+	if c.state == Preparation {
+		h.SMax = c.sMax
+	}
+	return h
+}
+
+// ActiveFlows is the number of flows that carried downlink payload in the
+// current or previous ActiveFlowWindow epoch.
+func (c *Controller) ActiveFlows() int { return c.cur + c.prevOnly }
+
+// Attach makes f live. The packet path calls it once per new flow; f
+// must stay at the same address until Detach.
+func (c *Controller) Attach(now time.Time, f *Flow) {
+	*f = Flow{attached: true, episode: c.episode, released: true}
+	c.advanceEpoch(now)
+}
+
+// Detach forgets f (expired or evicted); its later packets pass.
+func (c *Controller) Detach(f *Flow) {
+	if !f.attached {
+		return
+	}
+	switch f.lastEpoch {
+	case c.epoch:
+		c.cur--
+	case c.epoch - 1:
+		c.prevOnly--
+	}
+	f.attached = false
+}
+
+// Tick evaluates due timers: withdrawal at 2·T2, the execution bound, the
+// smoothing bound and signal loss. OnPacket and OnEvent do the same with
+// their own now, so Tick is only needed when no packet or event comes.
+func (c *Controller) Tick(now time.Time) { c.timers(now) }
+
+func (c *Controller) setState(now time.Time, to State, why string) {
+	if to == c.state {
+		return
+	}
+	from := c.state
+	c.state = to
+	if to == Stable {
+		c.commanded = false
+		c.sMax = 0
+		c.target = signaling.Cell{}
+	}
+	c.obs.Transition(now, from, to, why)
+}
+
+func (c *Controller) timers(now time.Time) {
+	if c.everEvent && !c.passThrough && now.Sub(c.lastEvent) >= c.cfg.SignalLoss {
+		c.setState(now, Stable, "signal lost")
+		c.passThrough, c.lost = true, true
+		c.obs.SignalLost(now)
+	}
+	if o := c.pred.Tick(now); o.Kind == OutcomeWithdrawn {
+		c.obs.Prediction(now, o)
+		if c.state == Preparation && !c.commanded {
+			c.setState(now, Stable, "prediction withdrawn: no command within 2·T2")
+		}
+	}
+	switch c.state {
+	case Preparation:
+		if c.commanded && now.Sub(c.commandAt) >= c.cfg.ExecutionBound {
+			c.setState(now, Stable, "no random access success within the execution bound")
+		}
+	case Smoothing:
+		if now.Sub(c.smoothAt) >= c.cfg.SmoothingBound {
+			c.setState(now, Stable, "smoothing bound")
+		}
+	}
+}
+
+// OnEvent feeds one signalling event.
+func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
+	if ev == nil {
+		return
+	}
+	c.timers(now)
+	c.lastEvent, c.everEvent = now, true
+	if c.passThrough {
+		c.passThrough = false
+		if c.lost {
+			c.lost = false
+			c.obs.SignalRestored(now)
+		}
+	}
+	switch ev.Kind {
+	case signaling.KindMACSlot:
+		c.onSlot(now, ev)
+	case signaling.KindReport:
+		c.nameServing(ev.Serving)
+		o := c.pred.OnEvent(now, ev)
+		if o.Kind != OutcomeNone {
+			c.obs.Prediction(now, o)
+		}
+		if o.Kind == OutcomeWithdrawn && c.state == Preparation && !c.commanded {
+			c.setState(now, Stable, "prediction withdrawn: A1")
+			return
+		}
+		if _, _, target, live := c.pred.Live(); live && !c.commanded {
+			// A prediction, new or repeated: clamp to the (latest)
+			// predicted target. During Smoothing a new handover starts:
+			// the old one's smoothing ends (its forwarded data has had
+			// its chance) and the clamp protects the next target.
+			c.prepare(target)
+			switch c.state {
+			case Stable:
+				c.setState(now, Preparation, "handover predicted")
+			case Smoothing:
+				c.setState(now, Preparation, "handover predicted during smoothing")
+			}
+		}
+	case signaling.KindHOCommand:
+		o := c.pred.OnEvent(now, ev)
+		c.obs.Prediction(now, o)
+		c.episode++
+		c.commanded, c.commandAt = true, now
+		c.prepare(o.Target)
+		// The UE drops the source cell's link-layer context: a burst in
+		// progress will not finish as a drained queue.
+		c.burst.reset()
+		switch c.state {
+		case Stable:
+			c.setState(now, Preparation, "handover command without prediction")
+		case Smoothing:
+			c.setState(now, Preparation, "handover command during smoothing")
+		}
+	case signaling.KindRandomAccess:
+		if ev.RAResult == signaling.RASuccess && c.commanded && c.state == Preparation {
+			c.commanded = false
+			c.smoothAt = now
+			c.serving = c.target
+			c.burst.reset()
+			// The new cell's capacity has nothing to do with the old one's.
+			c.est.Reset()
+			c.setState(now, Smoothing, "random access success")
+		}
+		// A failed attempt changes nothing: the UE retries until success
+		// or T304; the execution bound ends the wait.
+	}
+}
+
+// nameServing updates the serving cell from an event that names it.
+func (c *Controller) nameServing(s signaling.Cell) {
+	if s.ID == "" && s.Type == signaling.CellUnknown {
+		return
+	}
+	if s.ID != c.serving.ID {
+		c.burst.reset() // a burst never spans two cells
+	}
+	if s.Type == signaling.CellUnknown && s.ID == c.serving.ID {
+		s.Type = c.serving.Type
+	}
+	c.serving = s
+}
+
+func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
+	c.nameServing(ev.Serving)
+	sb, ended := c.burst.slot(now, ev.RBRatio, ev.Bytes)
+	if !ended {
+		return
+	}
+	// mmWave beams are not shared, so a "burst" there is not a drained
+	// queue (§4.3): never record it.
+	if c.serving.Type != signaling.CellMmWave {
+		c.cfg.SMaxDB.Observe(c.serving, sb)
+	}
+	if c.state == Smoothing {
+		c.setState(now, Stable, "first burst in the target cell ended")
+	}
+}
+
+func (c *Controller) prepare(target signaling.Cell) {
+	c.target = target
+	c.sMax, c.sMaxSrc = c.cfg.SMaxDB.Lookup(target)
+}
+
+// Dirty reports whether the ŝ_max database has unsaved changes; the caller
+// saves it off the packet path.
+func (c *Controller) Dirty() bool { return c.cfg.SMaxDB.Dirty() }
+
+// advanceEpoch moves the active-flow epochs forward to now. A flow is
+// active while its last downlink payload is in the current or the previous
+// epoch of length ActiveFlowWindow, i.e. for between one and two windows
+// after it: counting that exactly takes O(1) per packet without visiting
+// the flows (which the controller does not hold).
+func (c *Controller) advanceEpoch(now time.Time) {
+	if !c.epochStarted {
+		c.epochStart, c.epochStarted = now, true
+		return
+	}
+	el := now.Sub(c.epochStart)
+	w := c.cfg.ActiveFlowWindow
+	if el < w {
+		return
+	}
+	n := int64(el / w)
+	if n == 1 {
+		c.prevOnly = c.cur
+	} else {
+		c.prevOnly = 0
+	}
+	c.cur = 0
+	c.epoch += n
+	c.epochStart = c.epochStart.Add(time.Duration(n) * w)
+}
+
+func (c *Controller) markActive(f *Flow) {
+	switch f.lastEpoch {
+	case c.epoch:
+		return
+	case c.epoch - 1:
+		c.prevOnly--
+	}
+	c.cur++
+	f.lastEpoch = c.epoch
+}
+
+// shareOf is how many flows share a budget, counting f itself even when it
+// is idle (its next window may let it start).
+func (c *Controller) shareOf(f *Flow) int {
+	n := c.cur + c.prevOnly
+	if f.lastEpoch == 0 || f.lastEpoch < c.epoch-1 {
+		n++
+	}
+	if n < 1 {
+		n = 1
+	}
+	return n
+}
+
+// OnPacket decides one packet's fate. It allocates nothing.
+func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
+	if f == nil || p == nil || !f.attached {
+		return Verdict{}
+	}
+	c.timers(now)
+	c.advanceEpoch(now)
+	if f.episode != c.episode {
+		// First packet of this flow since a handover command: what it
+		// had received by then is what Smoothing waits for.
+		f.episode, f.snap, f.released = c.episode, f.high, !f.hasHigh
+	}
+	if p.Dir == Downlink {
+		c.downlink(now, f, p)
+		return Verdict{}
+	}
+	v := c.uplink(f, p)
+	if p.HasTS && v.Action != Drop {
+		// A dropped ACK never reaches the server, so its TSval is never
+		// echoed; recording it would shadow the next ACK's send time.
+		f.recordTSval(now, p.TSval)
+	}
+	return v
+}
+
+func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
+	if p.HasTS && p.Flags&FlagACK != 0 {
+		if d, ok := f.matchTSecr(now, p.TSecr); ok {
+			f.addRTT(d)
+			c.lastRTT = f.srtt
+		}
+	}
+	if p.PayloadLen <= 0 {
+		return
+	}
+	end := p.Seq + uint32(p.PayloadLen)
+	if !f.hasHigh || seqLT(f.high, end) {
+		f.high, f.hasHigh = end, true
+	}
+	c.markActive(f)
+	rtt := f.srtt
+	if rtt == 0 {
+		rtt = c.lastRTT
+	}
+	c.est.Sample(now, p.PayloadLen, rtt)
+}
+
+func (c *Controller) uplink(f *Flow, p *Packet) Verdict {
+	if c.passThrough {
+		return Verdict{}
+	}
+	switch c.state {
+	case Preparation:
+		// §4.3: the flows together may have ŝ_max in flight.
+		return clampWindow(p, c.sMax/c.shareOf(f), ReasonPreparation)
+	case Smoothing:
+		// §4.4: hold back duplicate ACKs until this flow acknowledged
+		// everything it had received before the command.
+		if f.released {
+			return Verdict{}
+		}
+		if p.Flags&FlagACK != 0 && !seqLT(p.Ack, f.snap) {
+			f.released = true
+			return Verdict{}
+		}
+		if p.IsPureACK() {
+			return Verdict{Action: Drop, Reason: ReasonSmoothing}
+		}
+		return Verdict{}
+	}
+	return c.stableRwnd(f, p)
+}
+
+// stableRwnd is Eqn 2 (§4.5): rwnd = λ·c_est·RTT_min/RTT, with c_est the
+// bytes delivered per RTT (the estimator's rate times the flow's RTT), so
+// algebraically λ·rate·RTT_min: λ times the bandwidth-delay product at the
+// base RTT, shared between the active flows. It only ever lowers a window
+// (rwnd can limit a sender, never speed it up), and only once the flow has
+// minRTTSamples RTT samples and the estimator a complete interval (≥ 1
+// RTT of data); flows without timestamps are never touched.
+func (c *Controller) stableRwnd(f *Flow, p *Packet) Verdict {
+	if !c.stableRate || f.rttN < minRTTSamples || f.srtt <= 0 {
+		return Verdict{}
+	}
+	r := c.est.Rate()
+	if !(r > 0) {
+		return Verdict{}
+	}
+	cEst := r * f.srtt.Seconds()
+	rwnd := c.cfg.Lambda * cEst * f.rttMin.Seconds() / f.srtt.Seconds() / float64(c.shareOf(f))
+	if !(rwnd < math.MaxInt32) {
+		return Verdict{}
+	}
+	return clampWindow(p, int(rwnd), ReasonStableRate)
+}
+
+// clampWindow lowers p's window to limit bytes: never above the packet's
+// own window, never below two segments, never for a flow whose scale is
+// unknown. The raw field is rounded up so the scaled window is ≥ limit.
+func clampWindow(p *Packet, limit int, reason Reason) Verdict {
+	if p.WScale < 0 {
+		return Verdict{}
+	}
+	ws := uint(p.WScale)
+	if ws > 14 { // RFC 7323 §2.3: larger shifts are treated as 14
+		ws = 14
+	}
+	orig := int(p.Window) << ws
+	mss := int(p.MSS)
+	if mss == 0 {
+		mss = DefaultMSS
+	}
+	if limit < 2*mss {
+		limit = 2 * mss
+	}
+	if limit >= orig {
+		return Verdict{}
+	}
+	raw := (limit + 1<<ws - 1) >> ws
+	if raw >= int(p.Window) {
+		return Verdict{}
+	}
+	return Verdict{Action: Rewrite, Window: uint16(raw), Reason: reason}
+}

@@ -1,0 +1,119 @@
+package m2ho
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// FuzzController drives a controller with an arbitrary mix of events and
+// packets decoded from the input and checks the invariants of every
+// verdict: only pure uplink ACKs are ever dropped, a rewrite only lowers
+// the window, never for an unknown scale, and never below two segments
+// unless the original was; downlink packets always pass.
+func FuzzController(f *testing.F) {
+	f.Add([]byte{0, 3, 1, 2, 2, 1, 200, 3, 1, 1, 4, 0})
+	f.Add([]byte{1, 9, 9, 9, 9, 2, 1, 0, 0, 3, 2, 2, 5, 5, 5, 5, 5})
+	f.Add([]byte{4, 0, 0, 0, 5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
+	f.Fuzz(func(t *testing.T, in []byte) {
+		db := NewSMaxDB("")
+		db.Observe(cell(sub6, "A"), 50000)
+		c := New(Config{SMaxDB: db})
+		var flows [3]Flow
+		for i := range flows {
+			c.Attach(t0, &flows[i])
+		}
+		now := t0
+		next := func() byte {
+			if len(in) == 0 {
+				return 0
+			}
+			b := in[0]
+			in = in[1:]
+			return b
+		}
+		types := []signaling.CellType{unk, sub6, mmw, lte}
+		for len(in) > 0 {
+			now = now.Add(time.Duration(next()) * time.Millisecond)
+			switch op := next() % 6; op {
+			case 0: // report
+				ev := &signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasEvent(next() % 10),
+					Serving:  signaling.Cell{Type: types[next()%4]},
+					Neighbor: signaling.Cell{ID: string('A' + rune(next()%3)), Type: types[next()%4]}}
+				c.OnEvent(now, ev)
+			case 1: // command
+				c.OnEvent(now, &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOKind(next() % 6),
+					Target: signaling.Cell{ID: string('A' + rune(next()%3)), Type: types[next()%4]}})
+			case 2: // random access
+				c.OnEvent(now, &signaling.Event{Kind: signaling.KindRandomAccess, RAResult: signaling.RAResult(next() % 4)})
+			case 3: // MAC slot
+				c.OnEvent(now, &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: float64(next()) / 255, Bytes: int(next()) * 100})
+			case 4, 5: // packet
+				fl := &flows[next()%3]
+				p := &Packet{Dir: Dir(next() % 2), Flags: next() & 0x1f, Window: uint16(next())<<8 | uint16(next()),
+					WScale: int8(next()%17) - 1, MSS: uint16(next()) * 8, PayloadLen: int(next() % 3 * 100),
+					HasTS: next()%2 == 0, TSval: uint32(next()), TSecr: uint32(next())}
+				p.Seq, p.Ack = uint32(next())<<24|uint32(next()), uint32(next())<<24|uint32(next())
+				v := c.OnPacket(now, fl, p)
+				switch v.Action {
+				case Pass:
+				case Drop:
+					if p.Dir != Uplink || !p.IsPureACK() {
+						t.Fatalf("dropped %+v", p)
+					}
+				case Rewrite:
+					if p.Dir != Uplink || p.WScale < 0 || v.Window >= p.Window {
+						t.Fatalf("rewrite %+v of %+v", v, p)
+					}
+					ws := uint(p.WScale)
+					if ws > 14 {
+						ws = 14
+					}
+					mss := int(p.MSS)
+					if mss == 0 {
+						mss = DefaultMSS
+					}
+					if int(v.Window)<<ws < 2*mss {
+						t.Fatalf("rewrite below 2 MSS: %+v of %+v", v, p)
+					}
+				default:
+					t.Fatalf("action %d", v.Action)
+				}
+			}
+		}
+	})
+}
+
+// FuzzOpenSMaxDB: any file either fails to open with an error or opens to
+// a database that saves and reopens to the same contents.
+func FuzzOpenSMaxDB(f *testing.F) {
+	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5}]}`))
+	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"lte","smax_bytes":5},{"id":"a","type":"lte","smax_bytes":9}]}`))
+	f.Add([]byte(`{"version":1}`))
+	f.Add([]byte(`[]`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dir := t.TempDir()
+		p := filepath.Join(dir, "db.json")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		db, err := OpenSMaxDB(p)
+		if err != nil {
+			return
+		}
+		n := db.Len()
+		if err := db.Save(); err != nil {
+			t.Fatal(err)
+		}
+		re, err := OpenSMaxDB(p)
+		if err != nil {
+			t.Fatalf("reopening a saved db: %v", err)
+		}
+		if re.Len() != n {
+			t.Fatalf("cells %d after reopen, want %d", re.Len(), n)
+		}
+	})
+}
