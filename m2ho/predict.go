@@ -253,14 +253,22 @@ func (p *Predictor) OnEvent(now time.Time, ev *signaling.Event) Outcome {
 func (p *Predictor) onEvent(now time.Time, ev *signaling.Event) Outcome {
 	switch ev.Kind {
 	case signaling.KindReport:
-		if ev.Serving.Type != signaling.CellUnknown {
-			p.serving = ev.Serving.Type
+		// The rules judge a report by the serving cell it measured (an LTE
+		// report's serving cell is the LTE anchor even while data flows
+		// on an NR leg); the data cell, which classifies the handover that
+		// follows, moves only with NR reports and commands.
+		reportServing := ev.Serving.Type
+		if reportServing == signaling.CellUnknown {
+			reportServing = p.serving
+		}
+		if t := ev.Serving.Type; t != signaling.CellUnknown && (t != signaling.CellLTE || !isNR(p.serving)) {
+			p.serving = t
 		}
 		if ev.Meas == signaling.MeasA1 && p.live {
 			p.live = false
 			return Outcome{Kind: OutcomeWithdrawn, At: now, PredictedAt: p.predAt, Predicted: p.predTyp, Reason: WithdrawA1, Target: p.target}
 		}
-		ok, t := p.rules(p.serving, ev)
+		ok, t := p.rules(reportServing, ev)
 		if !ok {
 			return Outcome{}
 		}
@@ -272,7 +280,7 @@ func (p *Predictor) onEvent(now time.Time, ev *signaling.Event) Outcome {
 			case MmWaveToSub6:
 				target.Type = signaling.CellSub6
 			case Horizontal:
-				target.Type = p.serving
+				target.Type = reportServing
 			}
 		}
 		p.predTyp, p.target = t, target
@@ -331,4 +339,9 @@ func (p *Predictor) addT2(d time.Duration) {
 		p.t2n++
 	}
 	p.t2 += (d - p.t2) / time.Duration(p.t2n)
+}
+
+// isNR reports whether t is an NR cell (an NSA secondary leg or SA).
+func isNR(t signaling.CellType) bool {
+	return t == signaling.CellSub6 || t == signaling.CellMmWave
 }

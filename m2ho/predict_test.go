@@ -248,3 +248,39 @@ func TestPredictorTracksServing(t *testing.T) {
 }
 
 func usDur(us int) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// In NSA an LTE report names the LTE anchor as its serving cell while data
+// flows on the NR leg: the report is judged by its own serving cell, but
+// the data cell, which types the handover that follows, stays NR.
+func TestPredictorLTEReportKeepsNRDataCell(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	p := NewPredictor(Algorithm1, 0)
+	// Data on an mmWave leg.
+	p.OnEvent(t0, &signaling.Event{Time: t0, Kind: signaling.KindHOCommand, HO: signaling.HOSNChange, Target: signaling.Cell{ID: "m1", Type: signaling.CellMmWave}})
+	if p.Serving() != signaling.CellMmWave {
+		t.Fatalf("serving %v, want mmwave", p.Serving())
+	}
+	// An LTE A3 (anchor to anchor) predicts a horizontal handover...
+	t1 := t0.Add(5 * time.Second)
+	o := p.OnEvent(t1, report(signaling.MeasA3, signaling.CellLTE, signaling.CellLTE, ""))
+	if o.Kind != OutcomePredicted || o.Predicted != Horizontal {
+		t.Fatalf("LTE A3: got %v %v, want predicted horizontal", o.Kind, o.Predicted)
+	}
+	// ...without moving the data cell off mmWave.
+	if p.Serving() != signaling.CellMmWave {
+		t.Fatalf("after LTE report serving %v, want mmwave kept", p.Serving())
+	}
+	// An anchor handover that keeps the NR leg is mmWave→mmWave.
+	o = p.OnEvent(t1.Add(100*time.Millisecond), &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOLTEAnchor})
+	if o.Kind != OutcomeConfirmed || o.Actual != Horizontal || p.Serving() != signaling.CellMmWave {
+		t.Fatalf("anchor HO: %v actual %v serving %v", o.Kind, o.Actual, p.Serving())
+	}
+	// An LTE A2 is not mmWave's A2: no prediction while the anchor degrades.
+	if o := p.OnEvent(t1.Add(2*time.Second), report(signaling.MeasA2, signaling.CellLTE, signaling.CellUnknown, "")); o.Kind != OutcomeNone {
+		t.Fatalf("LTE A2 on mmWave data: got %v, want none", o.Kind)
+	}
+	// An NR A2 from the mmWave leg predicts the fall to sub-6.
+	if o := p.OnEvent(t1.Add(3*time.Second), report(signaling.MeasA2, signaling.CellMmWave, signaling.CellUnknown, "")); o.Kind != OutcomePredicted || o.Predicted != MmWaveToSub6 {
+		t.Fatalf("NR A2 on mmWave: got %v %v", o.Kind, o.Predicted)
+	}
+}
