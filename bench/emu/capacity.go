@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"strconv"
 	"strings"
@@ -40,8 +41,19 @@ type Constant struct{ BitsPerSecond float64 }
 func Mbps(v float64) Constant { return Constant{BitsPerSecond: v * 1e6} }
 
 func (c Constant) cum(t time.Duration) int64 {
-	if t <= 0 {
+	if t <= 0 || !(c.BitsPerSecond > 0) {
 		return 0
+	}
+	if bps := c.BitsPerSecond; bps == math.Trunc(bps) && bps < 1<<62 {
+		// exact: floor(bps·ns / 8e9) in 128 bits, so 12 Mbps is exactly
+		// 1500 bytes in every millisecond however long the run.
+		hi, lo := bits.Mul64(uint64(bps), uint64(t))
+		if hi < 8e9 { // else the quotient would not fit 64 bits
+			q, _ := bits.Div64(hi, lo, 8e9)
+			if q < 1<<63 {
+				return int64(q)
+			}
+		}
 	}
 	return int64(math.Floor(c.BitsPerSecond / 8 * t.Seconds()))
 }

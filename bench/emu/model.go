@@ -61,6 +61,10 @@ type Config struct {
 
 	HARQFraction float64 // fraction of packets needing a link-layer retransmission
 	RetxDelay    Dist    // its extra delay
+	// Retx, when set, decides retransmissions instead of HARQFraction and
+	// RetxDelay: deterministic fault injection for tests and replays. It
+	// is asked once per air transmission of packet id.
+	Retx func(id uint64) (extra time.Duration, retx bool)
 
 	Lead          Dist          // report → command
 	CommandToExec time.Duration // command → start of the interruption
@@ -739,7 +743,12 @@ func (m *Model) serveSlot(te time.Duration, ev *[]signaling.Event) {
 // reordering buffer (the ue ring, in link order) holds what follows it.
 func (m *Model) toUE(p pkt, te time.Duration) {
 	recv := te
-	if m.cfg.HARQFraction > 0 && m.rng.Float64() < m.cfg.HARQFraction {
+	if m.cfg.Retx != nil {
+		if extra, ok := m.cfg.Retx(p.id); ok {
+			m.c.HARQRetx++
+			recv += extra
+		}
+	} else if m.cfg.HARQFraction > 0 && m.rng.Float64() < m.cfg.HARQFraction {
 		m.c.HARQRetx++
 		recv += m.cfg.RetxDelay.Draw(m.rng)
 	}
