@@ -139,8 +139,9 @@ const MahimahiMTU = 1500
 // at each listed millisecond, repeating with period = the last timestamp
 // (as mahimahi's LinkQueue does).
 type Mahimahi struct {
-	ops    []time.Duration
+	ops    []time.Duration // within [0, period): ops at `period` moved to 0
 	period time.Duration
+	atEnd  int64 // ops that were at `period`: they happen at k·period for k >= 1, not at 0
 }
 
 func (m *Mahimahi) cum(t time.Duration) int64 {
@@ -158,7 +159,7 @@ func (m *Mahimahi) cum(t time.Duration) int64 {
 			hi = mid
 		}
 	}
-	return (k*int64(len(m.ops)) + int64(lo)) * MahimahiMTU
+	return (k*int64(len(m.ops)) + int64(lo) - m.atEnd) * MahimahiMTU
 }
 
 // Bytes implements Capacity.
@@ -219,6 +220,13 @@ func ParseMahimahi(name string, r io.Reader) (*Mahimahi, error) {
 		return nil, fmt.Errorf("%s:%d: trace must last a nonzero time (last timestamp is 0)", name, line)
 	}
 	m.period = time.Duration(last) * time.Millisecond
+	n := len(m.ops)
+	for n > 0 && m.ops[n-1] == m.period {
+		n--
+	}
+	m.atEnd = int64(len(m.ops) - n)
+	moved := make([]time.Duration, m.atEnd, len(m.ops))
+	m.ops = append(moved, m.ops[:n]...)
 	return m, nil
 }
 
