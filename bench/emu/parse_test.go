@@ -33,7 +33,7 @@ func TestParseMahimahi(t *testing.T) {
 		{0, 2 * time.Millisecond, 3000},
 		{0, 4 * time.Millisecond, 4500},
 		{4 * time.Millisecond, 8 * time.Millisecond, 6000}, // op at 4 and the repeat's 5,5,6
-		{0, 40 * time.Millisecond, 39 * 1500}, // 40 ms itself is the next period's
+		{0, 40 * time.Millisecond, 39 * 1500},              // 40 ms itself is the next period's
 	} {
 		if g := m.Bytes(tc.from, tc.to); g != tc.want {
 			t.Errorf("Bytes(%v,%v) = %d want %d", tc.from, tc.to, g, tc.want)

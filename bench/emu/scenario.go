@@ -287,8 +287,8 @@ func (l *loader) capacity(c capFile, field string) (Capacity, error) {
 		err error
 	)
 	switch {
-	case c.Mbps < 0:
-		return nil, fmt.Errorf("%s.mbps: must be > 0", field)
+	case c.Mbps < 0 || c.Mbps > 1e6:
+		return nil, fmt.Errorf("%s.mbps: must be in (0, 1e6]", field)
 	case c.Mbps > 0:
 		return Mbps(c.Mbps), nil
 	case c.Iperf3 != "":
@@ -346,8 +346,8 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	l := &loader{src: src, base: base, opts: opts, iperf: map[string]*IperfUDP{}}
 	cfg := DefaultConfig()
 	cfg.Seed, cfg.Duration = f.Seed, f.Duration
-	if f.Duration <= 0 {
-		return nil, errors.New("duration: must be > 0 (e.g. 60s)")
+	if f.Duration <= 0 || f.Duration > 24*time.Hour {
+		return nil, errors.New("duration: must be in (0, 24h] (e.g. 60s)")
 	}
 	if f.Scale < 0 {
 		return nil, errors.New("scale: must be > 0")
@@ -361,7 +361,7 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	if f.RTT > 0 {
 		cfg.RTT = f.RTT
 	}
-	if f.Uplink.Mbps < 0 || f.Uplink.Buffer < 0 {
+	if f.Uplink.Mbps < 0 || f.Uplink.Mbps > 1e6 || f.Uplink.Buffer < 0 {
 		return nil, errors.New("uplink: mbps and buffer must be > 0")
 	}
 	if f.Uplink.Mbps > 0 {
