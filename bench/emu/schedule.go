@@ -1,0 +1,333 @@
+package emu
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// Handover is one scheduled handover. At is the time of the handover
+// command (from the start of the run); the measurement report precedes it
+// by Lead, the interruption follows it (DESIGN.md "Why": report→command
+// ~146 ms, command→execution ~33 ms, interruption ~27 ms).
+type Handover struct {
+	At     time.Duration
+	To     string             // target cell id
+	ToType signaling.CellType // used when To is not a declared cell
+	// Report is the measurement event of the report before the command;
+	// MeasUnknown picks the one Algorithm 1 expects for the handover's type
+	// (A3 horizontal, B1 or A5 sub-6→mmWave, A2 mmWave→sub-6).
+	Report signaling.MeasEvent
+	// Lead is report→command; 0 draws it from the scenario's distribution.
+	Lead time.Duration
+}
+
+// FalseAlarm is a measurement report that is withdrawn by an A1 and not
+// followed by a handover.
+type FalseAlarm struct {
+	At       time.Duration       // time of the report
+	Neighbor string              // cell the report names ("" = pick one)
+	Report   signaling.MeasEvent // MeasUnknown = pick by the serving type
+	A1After  time.Duration       // 0 = scenario default
+}
+
+// Schedule is the mobility of one run: the first serving cell, then
+// handovers and false alarms.
+type Schedule struct {
+	Start       string
+	StartType   signaling.CellType // used when Start is not a declared cell
+	Handovers   []Handover
+	FalseAlarms []FalseAlarm
+}
+
+// Dist is a distribution of durations, clamped to [Min, Max] when set.
+// Kind: "fixed" (Mean), "uniform" (Min..Max), "normal" (Mean, SD),
+// "exponential" (Mean).
+type Dist struct {
+	Kind string        `yaml:"dist"`
+	Mean time.Duration `yaml:"mean"`
+	SD   time.Duration `yaml:"sd"`
+	Min  time.Duration `yaml:"min"`
+	Max  time.Duration `yaml:"max"`
+}
+
+// DefaultLead is the report→command lead time from the M2HO data: mean
+// ~146 ms, never above 310-33 ms.
+var DefaultLead = Dist{Kind: "normal", Mean: 146 * time.Millisecond, SD: 50 * time.Millisecond,
+	Min: 20 * time.Millisecond, Max: 277 * time.Millisecond}
+
+func (d Dist) validate(field string) error {
+	switch d.Kind {
+	case "fixed", "normal", "exponential":
+		if d.Mean <= 0 {
+			return fmt.Errorf("%s.mean: must be > 0 for dist %q", field, d.Kind)
+		}
+	case "uniform":
+		if d.Max <= d.Min || d.Min < 0 {
+			return fmt.Errorf("%s: uniform needs 0 <= min < max", field)
+		}
+	default:
+		return fmt.Errorf("%s.dist: %q is not fixed, uniform, normal or exponential", field, d.Kind)
+	}
+	if d.SD < 0 || d.Min < 0 || (d.Max != 0 && d.Max < d.Min) {
+		return fmt.Errorf("%s: sd, min, max must be >= 0 and min <= max", field)
+	}
+	return nil
+}
+
+// Draw returns one sample.
+func (d Dist) Draw(r *rand.Rand) time.Duration {
+	var v float64
+	switch d.Kind {
+	case "uniform":
+		v = float64(d.Min) + r.Float64()*float64(d.Max-d.Min)
+	case "normal":
+		v = float64(d.Mean) + r.NormFloat64()*float64(d.SD)
+	case "exponential":
+		v = r.ExpFloat64() * float64(d.Mean)
+	default:
+		v = float64(d.Mean)
+	}
+	if v < float64(d.Min) {
+		v = float64(d.Min)
+	}
+	if d.Max > 0 && v > float64(d.Max) {
+		v = float64(d.Max)
+	}
+	if v < 0 || math.IsNaN(v) {
+		v = 0
+	}
+	return time.Duration(v)
+}
+
+// Synthetic parameterises a generated drive.
+type Synthetic struct {
+	Dwell Dist `yaml:"dwell"` // time between handovers, e.g. exponential mean 9 s
+	// Vertical is the probability that a handover changes the cell type
+	// (when cells of the other type exist); the rest are horizontal.
+	Vertical float64 `yaml:"vertical"`
+	// FalseAlarms is the probability that a dwell contains one false alarm.
+	FalseAlarms float64 `yaml:"false_alarms"`
+	Start       string  `yaml:"start"` // first serving cell ("" = the first cell)
+}
+
+// CellRef names a cell and its type for schedule generation.
+type CellRef struct {
+	ID   string
+	Type signaling.CellType
+}
+
+// Synthesize generates a schedule over [0, duration) from a seeded RNG:
+// the same seed always gives the same schedule.
+func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint64) (Schedule, error) {
+	if len(cells) == 0 {
+		return Schedule{}, fmt.Errorf("synthetic: no cells")
+	}
+	if err := p.Dwell.validate("synthetic.dwell"); err != nil {
+		return Schedule{}, err
+	}
+	if p.Vertical < 0 || p.Vertical > 1 || p.FalseAlarms < 0 || p.FalseAlarms > 1 {
+		return Schedule{}, fmt.Errorf("synthetic: vertical and false_alarms must be probabilities in [0,1]")
+	}
+	r := rand.New(rand.NewPCG(seed, 0x6d32686f))
+	cur := 0
+	if p.Start != "" {
+		cur = -1
+		for i, c := range cells {
+			if c.ID == p.Start {
+				cur = i
+			}
+		}
+		if cur < 0 {
+			return Schedule{}, fmt.Errorf("synthetic.start: no cell %q", p.Start)
+		}
+	}
+	s := Schedule{Start: cells[cur].ID, StartType: cells[cur].Type}
+	t := time.Duration(0)
+	const minGap = time.Second // keeps one handover's report after the previous one's end
+	for {
+		dwell := p.Dwell.Draw(r)
+		if dwell < minGap {
+			dwell = minGap
+		}
+		if p.FalseAlarms > 0 && r.Float64() < p.FalseAlarms && dwell > 2*minGap {
+			at := t + minGap/2 + time.Duration(r.Float64()*float64(dwell-2*minGap))
+			if at < duration {
+				s.FalseAlarms = append(s.FalseAlarms, FalseAlarm{At: at})
+			}
+		}
+		t += dwell
+		if t >= duration {
+			break
+		}
+		next := pickTarget(cells, cur, p.Vertical, r)
+		if next < 0 {
+			continue
+		}
+		s.Handovers = append(s.Handovers, Handover{At: t, To: cells[next].ID, ToType: cells[next].Type})
+		cur = next
+	}
+	return s, nil
+}
+
+func sameKind(a, b signaling.CellType) bool { return a.IsSub6() == b.IsSub6() }
+
+func pickTarget(cells []CellRef, cur int, vertical float64, r *rand.Rand) int {
+	var same, other []int
+	for i, c := range cells {
+		if i == cur {
+			continue
+		}
+		if sameKind(c.Type, cells[cur].Type) {
+			same = append(same, i)
+		} else {
+			other = append(other, i)
+		}
+	}
+	wantOther := r.Float64() < vertical
+	switch {
+	case wantOther && len(other) > 0, len(same) == 0 && len(other) > 0:
+		return other[r.IntN(len(other))]
+	case len(same) > 0:
+		return same[r.IntN(len(same))]
+	}
+	return -1
+}
+
+// FromEvents derives a schedule from a real signalling log (e.g. what
+// signaling.NewXCALReader reads): each KindHOCommand is a handover at its
+// time, with the report that preceded it (within maxLead) giving the
+// report kind and the lead time; a report with no command within maxLead is
+// a false alarm. since maps an event time to the run's timeline (e.g.
+// SinceTimeOfDay with the iperf3 log's start); events before 0 are ignored.
+func FromEvents(evs []signaling.Event, since func(time.Time) time.Duration, maxLead time.Duration) Schedule {
+	var s Schedule
+	type rep struct {
+		t time.Duration
+		e signaling.Event
+	}
+	var pending []rep
+	anon := map[signaling.CellType]int{}
+	serving := signaling.CellUnknown
+	for _, e := range evs {
+		t := since(e.Time)
+		switch e.Kind {
+		case signaling.KindReport:
+			if serving == signaling.CellUnknown && e.Serving.Type != signaling.CellUnknown {
+				serving = e.Serving.Type
+			}
+			if e.Meas == signaling.MeasA1 {
+				continue
+			}
+			pending = append(pending, rep{t, e})
+		case signaling.KindHOCommand:
+			// Reports older than maxLead were not answered: false alarms.
+			var lead rep
+			found := false
+			for _, p := range pending {
+				if t-p.t <= maxLead && t >= p.t {
+					lead, found = p, true
+				} else if t-p.t > maxLead && p.t >= 0 {
+					s.FalseAlarms = append(s.FalseAlarms, FalseAlarm{At: p.t, Report: p.e.Meas, Neighbor: p.e.Neighbor.ID})
+				}
+			}
+			pending = pending[:0]
+			tt := e.Target.Type
+			if tt == signaling.CellUnknown {
+				tt = signaling.CellSub6
+			}
+			if tt == signaling.CellLTE {
+				tt = signaling.CellSub6
+			}
+			id := e.Target.ID
+			if id == "" {
+				anon[tt]++
+				id = fmt.Sprintf("%s-%d", typeName(tt), anon[tt])
+			}
+			if serving == signaling.CellUnknown {
+				serving = signaling.CellSub6
+				if tt == signaling.CellSub6 {
+					serving = signaling.CellMmWave
+				}
+			}
+			if t < 0 {
+				serving = tt
+				continue
+			}
+			h := Handover{At: t, To: id, ToType: tt}
+			if found {
+				h.Report = lead.e.Meas
+				h.Lead = t - lead.t
+				if h.Lead <= 0 {
+					h.Lead = time.Millisecond
+				}
+			}
+			if len(s.Handovers) == 0 && s.StartType == signaling.CellUnknown {
+				s.StartType = serving
+			}
+			s.Handovers = append(s.Handovers, h)
+			serving = tt
+		}
+	}
+	for _, p := range pending {
+		if p.t >= 0 {
+			s.FalseAlarms = append(s.FalseAlarms, FalseAlarm{At: p.t, Report: p.e.Meas, Neighbor: p.e.Neighbor.ID})
+		}
+	}
+	if s.StartType == signaling.CellUnknown {
+		s.StartType = serving
+		if serving == signaling.CellUnknown {
+			s.StartType = signaling.CellSub6
+		}
+	}
+	s.Start = typeName(s.StartType) + "-0"
+	sort.SliceStable(s.FalseAlarms, func(i, j int) bool { return s.FalseAlarms[i].At < s.FalseAlarms[j].At })
+	return s
+}
+
+// SinceTimeOfDay maps a signalling log that carries only local time of
+// day (XCAL, in an unknown time zone and without a reliable date) onto the
+// timeline of a measurement that started at start: the clocks' difference
+// at the log's first event, modulo 24 h, is rounded to whole quarter hours
+// (time zones) and removed. It assumes the log begins within ±7.5 min of
+// start.
+func SinceTimeOfDay(first, start time.Time) func(time.Time) time.Duration {
+	const day = 24 * time.Hour
+	tod := func(t time.Time) time.Duration {
+		h, m, s := t.Clock()
+		return time.Duration(h)*time.Hour + time.Duration(m)*time.Minute + time.Duration(s)*time.Second + time.Duration(t.Nanosecond())
+	}
+	wrap := func(d time.Duration) time.Duration { // into [-12h, 12h)
+		d = ((d % day) + day) % day
+		if d >= day/2 {
+			d -= day
+		}
+		return d
+	}
+	q := 15 * time.Minute
+	d := wrap(tod(first) - tod(start))
+	zone := time.Duration(math.Round(float64(d)/float64(q))) * q
+	t0 := tod(start) + zone
+	return func(t time.Time) time.Duration { return wrap(tod(t) - t0) }
+}
+
+// SinceOrigin maps absolute event times onto a run that started at origin.
+func SinceOrigin(origin time.Time) func(time.Time) time.Duration {
+	return func(t time.Time) time.Duration { return t.Sub(origin) }
+}
+
+func typeName(t signaling.CellType) string {
+	switch t {
+	case signaling.CellMmWave:
+		return "mmwave"
+	case signaling.CellLTE:
+		return "lte"
+	case signaling.CellSub6:
+		return "sub6"
+	}
+	return "unknown"
+}
