@@ -31,15 +31,15 @@ const (
 type ParseError uint8
 
 const (
-	ParseOK           ParseError = iota
-	ErrShort                     // shorter than the header it claims
-	ErrVersion                   // IP version neither 4 nor 6
-	ErrIPHeaderLen               // IPv4 IHL < 5 or beyond the packet
-	ErrIPTotalLen                // IP length field inconsistent with the buffer
-	ErrExtHeader                 // IPv6 extension header chain malformed or too long
-	ErrTCPHeaderLen              // TCP data offset < 5 or beyond the segment
-	ErrTCPOption                 // TCP option with a bad length
-	ErrUDPHeader                 // UDP header truncated
+	ParseOK         ParseError = iota
+	ErrShort                   // shorter than the header it claims
+	ErrVersion                 // IP version neither 4 nor 6
+	ErrIPHeaderLen             // IPv4 IHL < 5 or beyond the packet
+	ErrIPTotalLen              // IP length field inconsistent with the buffer
+	ErrExtHeader               // IPv6 extension header chain malformed or too long
+	ErrTCPHeaderLen            // TCP data offset < 5 or beyond the segment
+	ErrTCPOption               // TCP option with a bad length
+	ErrUDPHeader               // UDP header truncated
 	numParseErrors
 )
 
