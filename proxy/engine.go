@@ -151,7 +151,9 @@ type Engine struct {
 	flows  *flowTable
 	parsed Parsed
 	pkt    m2ho.Packet
-	stats  Stats
+	// nextExpire is the packet time at which process next expires flows.
+	nextExpire time.Time
+	stats      Stats
 
 	onRemove func(*FlowEntry) // bound once, so expiry does not allocate
 }
@@ -268,7 +270,12 @@ func (e *Engine) process(now time.Time, b []byte) bool {
 		s.NonTCP++
 		return true
 	}
-	s.Expirations += uint64(e.flows.expire(now, e.onRemove))
+	if !now.Before(e.nextExpire) {
+		// At most once per ExpireEvery of packet time: expiry is then up to
+		// ExpireEvery late, and costs one time comparison per packet.
+		s.Expirations += uint64(e.flows.expire(now, e.onRemove))
+		e.nextExpire = now.Add(e.cfg.ExpireEvery)
+	}
 
 	var k flowKey
 	if dir == m2ho.Uplink {
