@@ -350,7 +350,8 @@ func reasonIndex(r m2ho.Reason) int {
 
 // apply enforces the packet path's own invariants on a verdict before
 // acting on it: only uplink packets are touched; a window is only ever
-// lowered, never to 0, and only when the flow's window scale is known;
+// lowered, never to 0, never in a SYN, and only when the flow's window
+// scale is known;
 // only pure ACKs are dropped. Anything else passes unchanged and counts as
 // an unsafe verdict.
 func (e *Engine) apply(b []byte, p *Parsed, pk *m2ho.Packet, v m2ho.Verdict) bool {
@@ -359,7 +360,9 @@ func (e *Engine) apply(b []byte, p *Parsed, pk *m2ho.Packet, v m2ho.Verdict) boo
 	case m2ho.Pass:
 		return true
 	case m2ho.Rewrite:
-		if pk.Dir != m2ho.Uplink || pk.WScale < 0 || v.Window == 0 || v.Window > p.Window {
+		// A SYN's window is never scaled (RFC 7323 §2.2), so a verdict in
+		// scaled units cannot apply to it.
+		if pk.Dir != m2ho.Uplink || pk.WScale < 0 || pk.Flags&m2ho.FlagSYN != 0 || v.Window == 0 || v.Window > p.Window {
 			s.UnsafeVerdicts++
 			return true
 		}

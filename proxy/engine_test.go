@@ -598,3 +598,25 @@ func FuzzRewrite(f *testing.F) {
 		}
 	})
 }
+
+// TestSYNNeverRewritten: in a connection the laptop accepts, its SYN-ACK
+// completes the handshake but carries an unscaled window: never rewritten.
+func TestSYNNeverRewritten(t *testing.T) {
+	ctrl := &scripted{always: m2ho.Verdict{Action: m2ho.Rewrite, Window: 10}}
+	e := NewEngine(testConfig(), nil, ctrl, nil)
+	c := conn{laptop4, server4, 7, 7, false}
+	e.Process(t0, c.seg(false, syn, 1, 0, 64240, 0))
+	synack := c.seg(true, syn|ack, 100, 2, 65160, 0)
+	b := bytes.Clone(synack)
+	e.Process(t0, b)
+	if !bytes.Equal(b, synack) || ctrl.seen[1].WScale != 7 {
+		t.Fatalf("SYN-ACK rewritten (controller saw WScale %d)", ctrl.seen[1].WScale)
+	}
+	ack1 := c.seg(true, ack, 101, 2, 65160, 0)
+	b = bytes.Clone(ack1)
+	e.Process(t0, b)
+	if windowOf(b) != 10 {
+		t.Fatal("first uplink ACK after the handshake not rewritten")
+	}
+	checkChecksum(t, b)
+}
