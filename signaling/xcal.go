@@ -592,11 +592,14 @@ func (x *XCALReader) reconfiguration(e *Event, info string) (bool, error) {
 	}
 
 	e.Kind = KindHOCommand
-	source := Cell{Type: CellLTE}
-	if x.scgUp {
-		source = Cell{ID: x.pscell.ID, Type: x.pscell.Type}
+	// The source is the NR PSCell the data was last on, even when the
+	// SCG has since been lost (LTE carries the data only in that gap;
+	// the paper's handover types are between NR cell types). Only a
+	// connection that has had no PSCell yet hands over from LTE.
+	e.Serving = Cell{Type: CellLTE}
+	if x.pscell.Type != CellUnknown {
+		e.Serving = Cell{ID: x.pscell.ID, Type: x.pscell.Type}
 	}
-	e.Serving = source
 	switch {
 	case snReq && hasBand:
 		// "SN Release Request" with a new SCG config is a PSCell
