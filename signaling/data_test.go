@@ -72,6 +72,7 @@ func TestXCALAllFiles(t *testing.T) {
 	var total Stats
 	var inf XCALInference
 	classes := map[HOKind]map[HOClass]int{}
+	snChecked := 0
 	var table strings.Builder
 	fmt.Fprintf(&table, "| file | rows | events | reports | HO cmds | sn-change | lte-anchor | sn-addition | horizontal | sub6->mmwave | mmwave->sub6 | RA (fail/abort) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range files {
@@ -137,6 +138,20 @@ func TestXCALAllFiles(t *testing.T) {
 				classes[e.HO] = map[HOClass]int{}
 			}
 			classes[e.HO][c]++
+			// The report an SN change answers (the last NR report since
+			// the previous command) named a neighbour of the target's
+			// type: the causal neighbour-type inference was right.
+			if e.HO == HOSNChange {
+				for j := i - 1; j >= 0 && events[j].Kind != KindHOCommand; j-- {
+					if r := events[j]; r.Kind == KindReport && r.Serving.Type != CellLTE {
+						if r.Neighbor.Type != e.Target.Type {
+							t.Errorf("%s: SN change at %v to %v answers a report naming a %v neighbour", f, e.Time, e.Target.Type, r.Neighbor.Type)
+						}
+						snChecked++
+						break
+					}
+				}
+			}
 			// Look ahead (the test may): the next random access must
 			// be the one the kind implies.
 			want := RAHandover
@@ -194,6 +209,10 @@ func TestXCALAllFiles(t *testing.T) {
 	sort.Strings(sk)
 	t.Logf("skipped:\n%s", strings.Join(sk, "\n"))
 	t.Logf("inference: %+v", inf)
+	t.Logf("SN changes whose NR report neighbour type matched the target: %d of %d", snChecked, total.HO[HOSNChange])
+	if snChecked < total.HO[HOSNChange]*9/10 {
+		t.Errorf("only %d of %d SN changes have an NR report to check", snChecked, total.HO[HOSNChange])
+	}
 	if total.HO[HOSNChange] == 0 || total.HO[HOLTEAnchor] == 0 || total.HO[HOSNAddition] == 0 {
 		t.Errorf("want every kind of handover in the artifact, got %v", total.HO)
 	}
