@@ -164,7 +164,6 @@ func TestParseLineErrors(t *testing.T) {
 	}
 }
 
-
 func TestJSONReaderErrorsAndSkips(t *testing.T) {
 	in := strings.Join([]string{
 		`{"t":"2023-02-16T22:44:53.1Z","kind":"ra","reason":"handover","result":"success"}`,
