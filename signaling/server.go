@@ -1,0 +1,232 @@
+package signaling
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// Server is the live signalling socket: a Unix stream socket that one
+// writer at a time (a modem-diagnostics shim or the emulator) feeds with
+// JSON lines. The protocol is in FORMAT.md: nothing is answered for a good
+// line; a bad one gets "error: <line>: <field>: <msg>\n" and the connection
+// stays up; a second writer gets "error: busy\n" and is closed.
+type Server struct {
+	path    string
+	ln      *net.UnixListener
+	sink    func(Event)
+	maxLine int
+
+	mu     sync.Mutex
+	stats  ServerStats
+	active net.Conn
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// ServerStats counts the server's work over all connections.
+type ServerStats struct {
+	Stats           // lines, events, skipped (unknown kinds), errors
+	Connections int // writers accepted
+	Busy        int // connections refused because a writer was connected
+}
+
+// ServerOption configures Listen.
+type ServerOption func(*Server)
+
+// WithMaxLine sets the longest accepted line (default MaxLine, 64 KiB).
+func WithMaxLine(n int) ServerOption { return func(s *Server) { s.maxLine = n } }
+
+// replyTimeout bounds how long an error reply may block: a writer that
+// never reads its socket must not stall the feed.
+const replyTimeout = time.Second
+
+// Listen creates the socket at path and serves it until Close. sink is
+// called for every good event, in order, from one goroutine at a time; a
+// slow sink slows the writer (the socket applies back-pressure) rather
+// than queueing without bound. A stale socket file left by a dead server
+// is replaced; a live one is an error.
+func Listen(path string, sink func(Event), opts ...ServerOption) (*Server, error) {
+	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+			return nil, fmt.Errorf("signaling: %s: a server is already listening", path)
+		}
+		os.Remove(path)
+	}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{path: path, ln: ln, sink: sink, maxLine: MaxLine}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.maxLine <= 0 {
+		s.maxLine = MaxLine
+	}
+	s.wg.Add(1)
+	go s.acceptLoop()
+	return s, nil
+}
+
+// Path is the socket's file name.
+func (s *Server) Path() string { return s.path }
+
+// Stats returns a copy of the counters.
+func (s *Server) Stats() ServerStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Stats = st.Stats.Clone()
+	return st
+}
+
+// Close stops accepting, ends the current connection, waits for the
+// serving goroutines and removes the socket file.
+func (s *Server) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	if s.active != nil {
+		s.active.Close()
+	}
+	s.mu.Unlock()
+	err := s.ln.Close()
+	s.wg.Wait()
+	if rerr := os.Remove(s.path); rerr != nil && !errors.Is(rerr, os.ErrNotExist) && err == nil {
+		err = rerr
+	}
+	return err
+}
+
+func (s *Server) acceptLoop() {
+	defer s.wg.Done()
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return // closed
+		}
+		s.mu.Lock()
+		switch {
+		case s.closed:
+			s.mu.Unlock()
+			c.Close()
+			return
+		case s.active != nil:
+			s.stats.Busy++
+			s.mu.Unlock()
+			c.SetWriteDeadline(time.Now().Add(replyTimeout))
+			io.WriteString(c, "error: busy\n")
+			c.Close()
+			continue
+		}
+		s.active = c
+		s.stats.Connections++
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.serve(c)
+	}
+}
+
+// serve reads one writer's lines until it hangs up.
+func (s *Server) serve(c net.Conn) {
+	defer s.wg.Done()
+	defer func() {
+		c.Close()
+		s.mu.Lock()
+		s.active = nil
+		s.mu.Unlock()
+	}()
+	lr := newLineReader(bufio.NewReaderSize(c, s.maxLine+2), s.maxLine)
+	var reply []byte
+	for {
+		line, err := lr.next()
+		var pe *ParseError
+		switch {
+		case err == errLineTooLong:
+			pe = &ParseError{Field: "json", Msg: "line longer than " + strconv.Itoa(s.maxLine) + " bytes"}
+		case err != nil:
+			return
+		case isBlank(line):
+			continue
+		}
+		var e Event
+		if pe == nil {
+			e, err = parseLine(line)
+			if err != nil {
+				var uk *errUnknownKind
+				if errors.As(err, &uk) {
+					s.mu.Lock()
+					s.stats.Lines++
+					s.stats.skip("unknown kind " + strconv.Quote(truncate(uk.kind, 32)))
+					s.mu.Unlock()
+					continue
+				}
+				pe = err.(*ParseError)
+			}
+		}
+		s.mu.Lock()
+		s.stats.Lines++
+		if pe != nil {
+			s.stats.Errors++
+		} else {
+			s.stats.event(&e)
+		}
+		s.mu.Unlock()
+		if pe != nil {
+			pe.Line = lr.line
+			reply = append(reply[:0], "error: "...)
+			reply = append(reply, pe.Error()...)
+			reply = append(reply, '\n')
+			c.SetWriteDeadline(time.Now().Add(replyTimeout))
+			c.Write(reply) // a writer that does not read loses its replies, not its feed
+			continue
+		}
+		s.sink(e)
+	}
+}
+
+// Client writes events to a Server's socket.
+type Client struct {
+	mu   sync.Mutex
+	conn net.Conn
+	buf  []byte
+}
+
+// Dial connects to the socket at path. The server refuses a second writer
+// by answering "error: busy" and closing, which Send then reports as a
+// write error.
+func Dial(path string) (*Client, error) {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{conn: c, buf: make([]byte, 0, 256)}, nil
+}
+
+// Send writes e as one line; see AppendJSON for the events it refuses.
+// It is safe for concurrent use.
+func (c *Client) Send(e *Event) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, err := AppendJSON(c.buf[:0], e)
+	if err != nil {
+		return err
+	}
+	c.buf = b
+	_, err = c.conn.Write(b)
+	return err
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
