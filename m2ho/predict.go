@@ -293,7 +293,12 @@ func (p *Predictor) onEvent(now time.Time, ev *signaling.Event) Outcome {
 		return Outcome{Kind: OutcomePredicted, At: now, PredictedAt: now, Predicted: t, Target: target}
 
 	case signaling.KindHOCommand:
+		// A command that names its source cell (the XCAL reader does)
+		// is typed by it; otherwise by the data cell as tracked.
 		from := p.serving
+		if ev.Serving.Type != signaling.CellUnknown {
+			from = ev.Serving.Type
+		}
 		to := commandTargetType(from, ev)
 		o := Outcome{At: now, Actual: hoTypeOf(from, to), Target: ev.Target}
 		if o.Target.Type == signaling.CellUnknown {

@@ -180,7 +180,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.signalLost, b)
 	ss := c.srv.Stats()
 	counter(c.events, uint64(ss.Events))
-	counter(c.badLines, uint64(ss.BadLines))
+	counter(c.badLines, uint64(ss.Errors))
 	gauge(c.sMax, float64(hint.SMax))
 	gauge(c.cEst, hint.CEst)
 }
