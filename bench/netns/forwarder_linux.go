@@ -120,3 +120,38 @@ func (f *NoopForwarder) Close(c *Chain) error {
 	})
 	return f.closeErr
 }
+
+// Forwarding is one MeasureForwarding result.
+type Forwarding struct {
+	Kernel, NoopTUN Iperf3Result
+	// TUNUplinkPackets proves the second run crossed the forwarder.
+	TUNUplinkPackets, TUNDownlinkPackets int64
+}
+
+// MeasureForwarding builds a laptop <-> phone <-> server chain and runs
+// iperf3 (options o) from the laptop to the server twice in a row: through
+// the phone's kernel forwarding, then through a NoopForwarder on TUN
+// tunName. It removes everything before returning.
+func MeasureForwarding(prefix, tunName string, o Iperf3Options) (res Forwarding, err error) {
+	c, err := NewChain(prefix, false)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, c.Close()) }()
+	if res.Kernel, err = c.Iperf3(Laptop, Server, c.ServerAddr4, o); err != nil {
+		return res, fmt.Errorf("kernel forwarding: %w", err)
+	}
+	f, err := StartNoopForwarder(c, tunName)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, f.Close(c)) }()
+	if res.NoopTUN, err = c.Iperf3(Laptop, Server, c.ServerAddr4, o); err != nil {
+		return res, fmt.Errorf("no-op TUN forwarder: %w", err)
+	}
+	res.TUNUplinkPackets, res.TUNDownlinkPackets = f.UplinkPackets.Load(), f.DownlinkPackets.Load()
+	if res.TUNUplinkPackets == 0 || res.TUNDownlinkPackets == 0 {
+		return res, fmt.Errorf("the TUN run did not cross the forwarder (%d uplink, %d downlink packets)", res.TUNUplinkPackets, res.TUNDownlinkPackets)
+	}
+	return res, nil
+}

@@ -104,6 +104,8 @@ func cmdOut(t *testing.T, cmd *exec.Cmd) string {
 // rule, route, link or namespace behind.
 func TestNoopTUNForwarderTransfer(t *testing.T) {
 	need(t)
+	// Unique, so that the host check below cannot see another test's TUN.
+	tunName := fmt.Sprintf("m2t%d", os.Getpid())
 	nsBefore := listNetns(t)
 	c, err := NewChain(testPrefix, false)
 	if err != nil {
@@ -118,14 +120,21 @@ func TestNoopTUNForwarderTransfer(t *testing.T) {
 	}
 	before := state()
 
-	f, err := StartNoopForwarder(c, "m2ho0")
+	f, err := StartNoopForwarder(c, tunName)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range f.Routing() {
 		t.Log(d)
 	}
-	if !strings.Contains(phone("ip", "-4", "route", "show", "table", "100"), "default dev m2ho0") {
+	// The TUN opened from the test process (in DoPath) lives in the phone.
+	if !strings.Contains(phone("ip", "-o", "link", "show"), tunName+":") {
+		t.Error("TUN is not in the phone namespace")
+	}
+	if err := exec.Command("ip", "link", "show", "dev", tunName).Run(); err == nil {
+		t.Error("TUN appeared in the host namespace")
+	}
+	if !strings.Contains(phone("ip", "-4", "route", "show", "table", "100"), "default dev "+tunName) {
 		t.Fatal("no default route into the TUN in table 100")
 	}
 	for _, tc := range []struct {
@@ -227,7 +236,8 @@ func TestIperf3Smoke(t *testing.T) {
 
 // TestNetBench measures, in one run, iperf3 CUBIC laptop -> server through
 // kernel forwarding and through the no-op TUN forwarder, and reports the
-// ratio. Enable with M2HO_NETBENCH=1; M2HO_NETBENCH_SECS sets -t (10).
+// ratio. Enable with M2HO_NETBENCH=1; M2HO_NETBENCH_SECS sets -t (10);
+// M2HO_NETBENCH_REVERSE=1 adds -R (server -> laptop, the download).
 func TestNetBench(t *testing.T) {
 	if os.Getenv("M2HO_NETBENCH") != "1" {
 		t.Skip("set M2HO_NETBENCH=1 to measure forwarding throughput")
@@ -241,26 +251,18 @@ func TestNetBench(t *testing.T) {
 		}
 		secs = v
 	}
-	c := newChain(t, false)
-	opt := Iperf3Options{Seconds: secs, CC: "cubic"}
-	kernel, err := c.Iperf3(Laptop, Server, c.ServerAddr4, opt)
+	opt := Iperf3Options{Seconds: secs, CC: "cubic", Reverse: os.Getenv("M2HO_NETBENCH_REVERSE") == "1"}
+	dir := "laptop->server"
+	if opt.Reverse {
+		dir = "server->laptop (-R)"
+	}
+	res, err := MeasureForwarding(testPrefix, "m2ho0", opt)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := StartNoopForwarder(c, "m2ho0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close(c)
-	viaTUN, err := c.Iperf3(Laptop, Server, c.ServerAddr4, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.UplinkPackets.Load() == 0 {
-		t.Fatal("the TUN run did not go through the forwarder")
-	}
-	report := fmt.Sprintf("iperf3 -C cubic -t %d laptop->server: kernel forwarding %.2f Gbit/s (%d retransmits), no-op TUN forwarder %.3f Gbit/s (%d retransmits), ratio kernel/TUN %.1f",
-		secs, kernel.BitsPerSecond/1e9, kernel.Retransmits, viaTUN.BitsPerSecond/1e9, viaTUN.Retransmits, kernel.BitsPerSecond/viaTUN.BitsPerSecond)
+	kernel, viaTUN := res.Kernel, res.NoopTUN
+	report := fmt.Sprintf("iperf3 -C cubic -t %d %s: kernel forwarding %.2f Gbit/s (%d retransmits), no-op TUN forwarder %.3f Gbit/s (%d retransmits), ratio kernel/TUN %.1f",
+		secs, dir, kernel.BitsPerSecond/1e9, kernel.Retransmits, viaTUN.BitsPerSecond/1e9, viaTUN.Retransmits, kernel.BitsPerSecond/viaTUN.BitsPerSecond)
 	t.Log(report)
 	fmt.Println("NETBENCH:", report)
 }
