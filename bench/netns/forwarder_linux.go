@@ -19,6 +19,7 @@ import (
 // that reads each packet and writes it back unchanged, one packet per
 // system call. It counts what it saw per direction relative to the laptop.
 type NoopForwarder struct {
+	chain   *Chain
 	ifce    *water.Interface
 	routing *tun.Routing
 	laptop4 netip.Addr
@@ -43,7 +44,7 @@ type NoopForwarder struct {
 // applies tun.SetupRouting there (tethered side PhoneTetherIf, uplink
 // PhoneUplinkIf) and starts forwarding. Close undoes both.
 func StartNoopForwarder(c *Chain, tunName string) (*NoopForwarder, error) {
-	f := &NoopForwarder{laptop4: c.LaptopAddr4, laptop6: c.LaptopAddr6, done: make(chan struct{})}
+	f := &NoopForwarder{chain: c, laptop4: c.LaptopAddr4, laptop6: c.LaptopAddr6, done: make(chan struct{})}
 	err := c.Do(Phone, func() error {
 		ifce, err := water.New(water.Config{DeviceType: water.TUN,
 			PlatformSpecificParams: water.PlatformSpecificParams{Name: tunName}})
@@ -111,9 +112,9 @@ func (f *NoopForwarder) count(p []byte) {
 
 // Close undoes the routing (in the phone namespace), closes the TUN (which
 // removes it) and waits for the loop to end.
-func (f *NoopForwarder) Close(c *Chain) error {
+func (f *NoopForwarder) Close() error {
 	f.closeOnce.Do(func() {
-		err := c.Do(Phone, f.routing.Undo)
+		err := f.chain.Do(Phone, f.routing.Undo)
 		err = errors.Join(err, f.ifce.Close())
 		<-f.done
 		f.closeErr = err
@@ -145,7 +146,7 @@ func MeasureForwarding(prefix, tunName string, o Iperf3Options) (res Forwarding,
 	if err != nil {
 		return res, err
 	}
-	defer func() { err = errors.Join(err, f.Close(c)) }()
+	defer func() { err = errors.Join(err, f.Close()) }()
 	if res.NoopTUN, err = c.Iperf3(Laptop, Server, c.ServerAddr4, o); err != nil {
 		return res, fmt.Errorf("no-op TUN forwarder: %w", err)
 	}

@@ -8,6 +8,24 @@
 // A Topo records each change it makes together with its undo; Close replays
 // the undos in reverse order and keeps going past errors, so a topology that
 // failed halfway is still removed completely.
+//
+// Code runs inside a namespace in two ways. Exec wraps a command in
+// "ip netns exec" (for iperf3, ss, sysctl). DoPath / Topo.Do run a Go
+// function on an OS thread that has joined the namespace (setns on a locked
+// thread, restored afterwards): a test opens listeners, dials, or creates a
+// TUN there and then uses the file descriptor from any goroutine, because
+// sockets and TUN devices stay in the namespace they were made in. Commands
+// started inside Do inherit its namespace as well.
+//
+// Typical use in a test:
+//
+//	if err := netns.Available(); err != nil {
+//		t.Skip(err)
+//	}
+//	c, err := netns.NewChain("m2hot", false) // laptop <-> phone <-> server
+//	...
+//	defer c.Close()
+//	c.Do(netns.Phone, func() error { ...open the TUN, tun.SetupRouting... })
 package netns
 
 import (

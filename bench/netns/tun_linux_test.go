@@ -163,7 +163,7 @@ func TestNoopTUNForwarderTransfer(t *testing.T) {
 		t.Errorf("forwarder: %d packets not to/from the laptop, %d write errors", o, w)
 	}
 	t.Logf("forwarder: %d link-local/multicast packets (the phone's MLD reports)", f.LinkLocalPackets.Load())
-	if err := f.Close(c); err != nil {
+	if err := f.Close(); err != nil {
 		t.Fatalf("forwarder Close: %v", err)
 	}
 	if after := state(); after != before {
