@@ -37,7 +37,9 @@ ACKs (M2HO, MobiCom'24).
 
 Subcommands:
   replay    run signalling traces through the handover predictor and score it
-  run       the phone-side proxy: TUN, policy routing, signalling socket, metrics`,
+  run       the phone-side proxy: TUN, policy routing, signalling socket, metrics
+  emulate   a user-space 5G link with handovers between two TUN devices
+  bench     A/B benchmark of TCP CUBIC through the emulated link, per variant`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -45,6 +47,8 @@ Subcommands:
 	root.PersistentFlags().StringVar(&g.logFormat, "log-format", "console", "log format: console or json")
 	root.AddCommand(newReplayCmd(g))
 	root.AddCommand(newRunCmd(g))
+	root.AddCommand(newEmulateCmd(g))
+	root.AddCommand(newBenchCmd(g))
 	return root
 }
 
