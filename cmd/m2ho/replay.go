@@ -192,9 +192,12 @@ func writeReplayText(w io.Writer, rep replayReport) error {
 
 // writeTable prints predictors side by side, one column each.
 func writeTable(w io.Writer, ps []score.PredictorReport) {
+	// Labels left, figures right: the label column is padded by hand
+	// because tabwriter aligns every column the same way.
+	const labelWidth = 34
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	row := func(label string, cell func(p score.PredictorReport) string) {
-		cells := []string{"  " + label}
+		cells := []string{fmt.Sprintf("  %-*s", labelWidth, label)}
 		for _, p := range ps {
 			cells = append(cells, cell(p))
 		}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// runCLI runs the m2ho command in-process and returns stdout, stderr and
+// the exit code main would use.
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	root := newRootCmd()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetArgs(args)
+	err := root.Execute()
+	code := 0
+	if err != nil {
+		var ee exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		} else {
+			errb.WriteString(err.Error())
+			code = 2
+		}
+	}
+	return out.String(), errb.String(), code
+}
+
+func repoRoot(t *testing.T) string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func TestReplayExampleJSON(t *testing.T) {
+	example := filepath.Join(repoRoot(t), "configs", "example-drive.jsonl")
+	out, errs, code := runCLI(t, "replay", "--json", example)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %s", code, errs)
+	}
+	var rep struct {
+		Files      int `json:"files"`
+		Handovers  int `json:"handovers"`
+		Predictors []struct {
+			Name        string   `json:"name"`
+			Recall      *float64 `json:"recall"`
+			Precision   *float64 `json:"precision"`
+			FalseAlarms *int     `json:"false_alarms"`
+			LeadP50     *float64 `json:"lead_ms_p50"`
+			LeadP90     *float64 `json:"lead_ms_p90"`
+			ByType      map[string]struct {
+				Handovers int `json:"handovers"`
+			} `json:"by_type"`
+		} `json:"predictors"`
+		PerFile []struct {
+			File      string `json:"file"`
+			Handovers int    `json:"handovers"`
+		} `json:"per_file"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("output is not one JSON object: %v\n%s", err, out)
+	}
+	if rep.Files != 1 || len(rep.PerFile) != 1 || rep.PerFile[0].Handovers != rep.Handovers || rep.Handovers == 0 {
+		t.Fatalf("files %d handovers %d per_file %+v", rep.Files, rep.Handovers, rep.PerFile)
+	}
+	if len(rep.Predictors) != 2 || rep.Predictors[0].Name != "m2ho" || rep.Predictors[1].Name != "a3-only" {
+		t.Fatalf("predictors %+v", rep.Predictors)
+	}
+	for _, p := range rep.Predictors {
+		if p.Recall == nil || p.Precision == nil || p.FalseAlarms == nil || p.LeadP50 == nil || p.LeadP90 == nil {
+			t.Fatalf("%s: a required figure is missing or null: %s", p.Name, out)
+		}
+		sum := 0
+		for _, tr := range p.ByType {
+			sum += tr.Handovers
+		}
+		if sum != rep.Handovers {
+			t.Errorf("%s: by-type handovers sum to %d, want %d", p.Name, sum, rep.Handovers)
+		}
+	}
+	// The example has vertical handovers that only Algorithm 1 foresees.
+	if *rep.Predictors[0].Recall <= *rep.Predictors[1].Recall {
+		t.Errorf("m2ho recall %v not above a3-only %v", *rep.Predictors[0].Recall, *rep.Predictors[1].Recall)
+	}
+}
+
+func TestReplayBadFilesReportedOthersRun(t *testing.T) {
+	dir := t.TempDir()
+	example := filepath.Join(repoRoot(t), "configs", "example-drive.jsonl")
+	missing := filepath.Join(dir, "missing.jsonl")
+	bad := filepath.Join(dir, "bad.jsonl")
+	good, err := os.ReadFile(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(good), "\n")
+	// Line 3 gets a report with a bad event name.
+	lines[2] = `{"t":"2026-01-15T09:00:07.5Z","kind":"report","event":"Z9","serving":{"id":"1","type":"sub6"}}` + "\n"
+	if err := os.WriteFile(bad, []byte(strings.Join(lines, "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code := runCLI(t, "replay", "--json", missing, bad, example)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1 (some files failed); stderr %s", code, errs)
+	}
+	if !strings.Contains(errs, "missing.jsonl") {
+		t.Errorf("stderr does not name the unreadable file: %s", errs)
+	}
+	if !strings.Contains(errs, "bad.jsonl:3: event") {
+		t.Errorf("stderr does not name file:line and field of the bad line: %s", errs)
+	}
+	var rep struct {
+		Files   int `json:"files"`
+		Failed  int `json:"failed"`
+		PerFile []struct {
+			File     string `json:"file"`
+			Error    string `json:"error"`
+			BadLines int    `json:"bad_lines"`
+			Events   int    `json:"events"`
+		} `json:"per_file"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if rep.Files != 2 || rep.Failed != 2 || len(rep.PerFile) != 3 {
+		t.Fatalf("files %d failed %d per_file %d: %s", rep.Files, rep.Failed, len(rep.PerFile), out)
+	}
+	if rep.PerFile[0].Error == "" || rep.PerFile[1].BadLines != 1 || rep.PerFile[1].Events == 0 || rep.PerFile[2].Error != "" {
+		t.Errorf("per-file results wrong: %+v", rep.PerFile)
+	}
+}
+
+func TestReplayUsageErrors(t *testing.T) {
+	for _, args := range [][]string{{"replay"}, {"replay", "--format", "pcap", "x"}, {"replay", "--t2", "-1s", "x"}} {
+		_, errs, code := runCLI(t, args...)
+		if code != 2 || errs == "" {
+			t.Errorf("%v: exit %d, stderr %q; want 2 with a message", args, code, errs)
+		}
+	}
+}
+
+// On the M2HO artifact's real XCAL logs, Algorithm 1 must foresee the
+// vertical handovers an A3-only predictor cannot.
+func TestReplayRealXCAL(t *testing.T) {
+	data := os.Getenv("M2HO_SHARED_DATA")
+	if data == "" {
+		data = filepath.Join(repoRoot(t), "..", "shared", "data")
+	}
+	var files []string
+	filepath.Walk(filepath.Join(data, "m2ho-mobicom24"), func(p string, info os.FileInfo, err error) error {
+		if err == nil && strings.HasSuffix(strings.ToLower(p), ".csv") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) == 0 {
+		t.Skipf("no XCAL files under %s (../shared/data is absent; set M2HO_SHARED_DATA)", data)
+	}
+	out, errs, code := runCLI(t, append([]string{"replay", "--json"}, files...)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Files      int `json:"files"`
+		Handovers  int `json:"handovers"`
+		Predictors []struct {
+			Name   string  `json:"name"`
+			Recall float64 `json:"recall"`
+			ByType map[string]struct {
+				Handovers, Predicted int
+			} `json:"by_type"`
+		} `json:"predictors"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Files != len(files) || rep.Handovers == 0 {
+		t.Fatalf("files %d of %d, handovers %d", rep.Files, len(files), rep.Handovers)
+	}
+	m, a3 := rep.Predictors[0], rep.Predictors[1]
+	if m.Recall <= a3.Recall {
+		t.Errorf("m2ho recall %.3f not above a3-only %.3f", m.Recall, a3.Recall)
+	}
+	if v := a3.ByType["sub6-to-mmwave"]; v.Predicted != 0 {
+		t.Errorf("a3-only predicted %d sub-6→mmWave handovers; it has no rule for them", v.Predicted)
+	}
+	if v := m.ByType["sub6-to-mmwave"]; v.Handovers == 0 || v.Predicted == 0 {
+		t.Errorf("m2ho sub-6→mmWave: %+v", v)
+	}
+}
