@@ -33,7 +33,11 @@ import (
 // Defaults (see Config).
 const (
 	DefaultLambda           = 2.0                    // Eqn 2's λ (§4.5)
-	DefaultSmoothingBound   = 120 * time.Millisecond // well under the 200 ms minimum RTO
+	// DefaultSmoothingBound caps ACK suppression after a handover
+	// command: well under the 200 ms minimum RTO, and it leaves ~90 ms
+	// after random access (command→RA is ~60 ms: 33 ms to execution plus
+	// the 27 ms interruption) for the forwarded data to fill the holes.
+	DefaultSmoothingBound = 150 * time.Millisecond
 	DefaultSignalLoss       = 5 * time.Second
 	DefaultT2               = 180 * time.Millisecond // ≈ the paper's 178.9 ms report→execution
 	DefaultActiveFlowWindow = time.Second
@@ -73,7 +77,7 @@ func (t Toggle) on(def bool) bool {
 // Config parameterises a Controller; New fills zero fields with defaults.
 type Config struct {
 	Lambda           float64       // Eqn 2's λ; default 2
-	SmoothingBound   time.Duration // hard bound of Smoothing; default 120 ms
+	SmoothingBound   time.Duration // no ACK is dropped later than this after a handover command; default 150 ms
 	SignalLoss       time.Duration // no event for this long → pass-through; default 5 s
 	DefaultT2        time.Duration // T2 before any report→command interval was measured; default 180 ms
 	ActiveFlowWindow time.Duration // a flow with downlink payload this recently is active; default 1 s
@@ -273,7 +277,7 @@ func (c *Controller) timers(now time.Time) {
 			c.setState(now, Stable, "no random access success within the execution bound")
 		}
 	case Smoothing:
-		if now.Sub(c.smoothAt) >= c.cfg.SmoothingBound {
+		if now.Sub(c.commandAt) >= c.cfg.SmoothingBound {
 			c.setState(now, Stable, "smoothing bound")
 		}
 	}
@@ -322,7 +326,6 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 	case signaling.KindHOCommand:
 		o := c.pred.OnEvent(now, ev)
 		c.obs.Prediction(now, o)
-		c.episode++
 		c.commanded, c.commandAt = true, now
 		c.prepare(o.Target)
 		// The UE drops the source cell's link-layer context: a burst in
@@ -338,6 +341,10 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		if ev.RAResult == signaling.RASuccess && c.commanded && c.state == Preparation {
 			c.commanded = false
 			c.smoothAt = now
+			// Each flow's mark for release rule (a) is what it had
+			// received by now: the flush at the command has been seen,
+			// the holes come later from the target.
+			c.episode++
 			c.serving = c.target
 			c.burst.reset()
 			// The new cell's capacity has nothing to do with the old one's.
@@ -446,15 +453,15 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 	c.timers(now)
 	c.advanceEpoch(now)
 	if f.episode != c.episode {
-		// First packet of this flow since a handover command: what it
-		// had received by then is what Smoothing waits for.
+		// First packet of this flow since random access completed: what
+		// it had received by then is what Smoothing waits for.
 		f.episode, f.snap, f.released = c.episode, f.high, !f.hasHigh
 	}
 	if p.Dir == Downlink {
 		c.downlink(now, f, p)
 		return Verdict{}
 	}
-	v := c.uplink(f, p)
+	v := c.uplink(now, f, p)
 	if p.HasTS && v.Action != Drop {
 		// A dropped ACK never reaches the server, so its TSval is never
 		// echoed; recording it would shadow the next ACK's send time.
@@ -485,12 +492,22 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 	c.est.Sample(now, p.PayloadLen, rtt)
 }
 
-func (c *Controller) uplink(f *Flow, p *Packet) Verdict {
+func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 	if c.passThrough {
 		return Verdict{}
 	}
 	switch c.state {
 	case Preparation:
+		// Finding 2: at the command the UE flushes its reordering buffer,
+		// so the laptop sees holes and answers with duplicate ACKs at
+		// once. On a phone those ACKs would wait in the modem's uplink
+		// until random access; this proxy sits before that queue, so it
+		// starts §4.4's suppression here, for ACKs that do not cover
+		// everything the flow has been sent, within the same bound.
+		if c.commanded && now.Sub(c.commandAt) < c.cfg.SmoothingBound && f.hasHigh &&
+			p.IsPureACK() && seqLT(p.Ack, f.high) {
+			return Verdict{Action: Drop, Reason: ReasonSmoothing}
+		}
 		// §4.3: the flows together may have ŝ_max in flight.
 		return clampWindow(p, c.sMax/c.shareOf(f), ReasonPreparation)
 	case Smoothing:

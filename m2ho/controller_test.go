@@ -336,7 +336,8 @@ func TestSmoothingReleaseByBurst(t *testing.T) {
 	check(t, "released", fx.pkt(136, f, upACK(1500, 65535, 7)), pass)
 }
 
-// Release rule (c): the hard bound, by OnPacket's now and by Tick.
+// Release rule (c): the hard bound, counted from the handover command, by
+// OnPacket's now and by Tick.
 func TestSmoothingReleaseByBound(t *testing.T) {
 	fx := newFixture(t, nil)
 	f := attach(fx, 0)
@@ -348,11 +349,12 @@ func TestSmoothingReleaseByBound(t *testing.T) {
 		t.Fatalf("transition %q", fx.obs.last())
 	}
 
+	// The bound counts from the command (t=100), where suppression starts.
 	fx = newFixture(t, func(c *Config) { c.SmoothingBound = 50 * time.Millisecond })
 	toSmoothing(fx, attach(fx, 0), 1000, 1000)
-	fx.c.Tick(at(179))
+	fx.c.Tick(at(149))
 	fx.want(Smoothing)
-	fx.c.Tick(at(180))
+	fx.c.Tick(at(150))
 	fx.want(Stable)
 }
 
@@ -368,7 +370,10 @@ func TestHandoverDuringSmoothing(t *testing.T) {
 	if fx.obs.last() != "smoothing>preparation:handover command during smoothing" {
 		t.Fatalf("transition %q", fx.obs.last())
 	}
-	check(t, "clamp to B", fx.pkt(141, f, upACK(1500, 65535, 7)), rewrite(469, ReasonPreparation))
+	// Between the command and random access, ACKs that leave a hole are
+	// suppressed (the flush has happened); one that covers all is clamped.
+	check(t, "hole ACK after the command", fx.pkt(141, f, upACK(1500, 65535, 7)), drop)
+	check(t, "clamp to B", fx.pkt(142, f, upACK(3000, 65535, 7)), rewrite(469, ReasonPreparation))
 	fx.ev(150, raEv(signaling.RASuccess, signaling.RAHandover))
 	fx.want(Smoothing)
 	check(t, "old mark is not enough", fx.pkt(151, f, upACK(2000, 65535, 7)), drop)
@@ -740,4 +745,40 @@ func BenchmarkOnPacket(b *testing.B) {
 		c.OnPacket(now, &f, up)
 		c.OnPacket(now, &f, dn)
 	}
+}
+
+// Finding 2 happens at the command: the flush makes the laptop send
+// duplicate ACKs before random access. From the command, pure ACKs that do
+// not cover everything the flow was sent are dropped, within the bound;
+// anything with data, SYN, FIN or RST, and ACKs covering all, pass.
+func TestSuppressionFromCommand(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := attach(fx, 0)
+	fx.ev(0, a3(sub6, "A"))
+	fx.pkt(50, f, down(1000, 1000))                     // high 2000
+	fx.ev(100, command(signaling.HOIntraNR, sub6, "A")) // flush: 3000..4000 delivered, 2000..3000 a hole
+	fx.pkt(101, f, down(3000, 1000))                    // high 4000
+	tests := []struct {
+		name string
+		ms   int
+		p    *Packet
+		want Verdict
+	}{
+		{"dup ACK at the hole", 102, upACK(2000, 65535, 7), drop},
+		{"dup ACK again", 103, upACK(2000, 65535, 7), drop},
+		{"data with the ACK", 104, &Packet{Dir: Uplink, Flags: FlagACK | FlagPSH, Ack: 2000, PayloadLen: 10, Window: 100, WScale: 7}, pass},
+		{"FIN", 105, &Packet{Dir: Uplink, Flags: FlagFIN | FlagACK, Ack: 2000, Window: 100, WScale: 7}, pass},
+		{"ACK covering all: clamped, not dropped", 106, upACK(4000, 65535, 7), rewrite(782, ReasonPreparation)},
+	}
+	for _, tc := range tests {
+		check(t, tc.name, fx.pkt(tc.ms, f, tc.p), tc.want)
+	}
+	fx.want(Preparation)
+	// Past the bound (150 ms after the command) nothing is dropped, even
+	// though random access has not come.
+	check(t, "after the bound", fx.pkt(250, f, upACK(2000, 65535, 7)), rewrite(782, ReasonPreparation))
+	// Random access after the bound: Smoothing would be over at once.
+	fx.ev(260, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(261))
+	fx.want(Stable)
 }
