@@ -405,7 +405,11 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 			ctrl{t: p.report, kind: ctrlReport, ev: rep},
 			ctrl{t: p.cmd, kind: ctrlCommand, ho: k, ev: signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOIntraNR, Serving: m.cells[serving].sig, Target: m.cells[to].sig}},
 			ctrl{t: p.ra, kind: ctrlRA, ho: k, ev: signaling.Event{Kind: signaling.KindRandomAccess, RAReason: signaling.RAHandover, RAResult: signaling.RASuccess, Serving: m.cells[to].sig}})
-		m.windows = append(m.windows, window{p.exec, p.ra})
+		// The uplink stops at the command, not at execution: a command
+		// with reconfigurationWithSync makes the UE leave the source at
+		// once, so what it sends meanwhile (the duplicate ACKs the flush
+		// provokes, Finding 2) waits in its buffer for the target.
+		m.windows = append(m.windows, window{p.cmd, p.ra})
 		changes = append(changes, change{p.cmd, to})
 		serving, prevRA = to, p.ra
 	}
