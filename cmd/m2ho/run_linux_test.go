@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -298,24 +297,7 @@ func (d *daemon) metrics() map[string]float64 {
 		d.t.Fatalf("scraping metrics: %v", err)
 	}
 	defer resp.Body.Close()
-	m := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			d.t.Fatalf("metrics line %q: %v", line, err)
-		}
-		m[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
-		d.t.Fatal(err)
-	}
-	return m
+	return parseMetrics(d.t, resp.Body)
 }
 
 // waitMetric polls until cond holds for the metric's value.
