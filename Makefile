@@ -52,6 +52,12 @@ fuzz:
 demo: deps build
 	./$(BIN) replay configs/example-drive.jsonl
 
+# netbench: iperf3 CUBIC download through one netns chain, in the same run:
+# kernel forwarding, the no-op TUN forwarder, `m2ho run` in pass and m2ho
+# modes (needs root, iperf3, ip); prints a table with ratios to the no-op.
+netbench: deps
+	M2HO_NETBENCH=1 $(GO) test -count=1 -run '^TestNetBench$$' -timeout 10m -v ./cmd/m2ho
+
 vet:
 	$(GO) vet $(PKGS)
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -12,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -51,6 +51,7 @@ type runConfig struct {
 	Lambda         float64       `yaml:"lambda"`
 	MaxFlows       int           `yaml:"max-flows"`
 	FlowIdle       time.Duration `yaml:"flow-idle"`
+	StableRate     bool          `yaml:"stable-rate"`
 }
 
 func defaultRunConfig() runConfig {
@@ -62,15 +63,30 @@ func defaultRunConfig() runConfig {
 		SignalTimeout:  m2ho.DefaultSignalLoss,
 		DefaultMode:    "m2ho",
 		MetricsAddr:    "127.0.0.1:9477",
-		Estimator:      "per-rtt",
+		Estimator:      bwe.Names[0],
 		SmoothingBound: m2ho.DefaultSmoothingBound,
 		Lambda:         m2ho.DefaultLambda,
 		MaxFlows:       proxy.DefaultMaxFlows,
 		FlowIdle:       proxy.DefaultIdleTimeout,
+		StableRate:     true,
 	}
 }
 
 func newRunCmd(g *globalFlags) *cobra.Command {
+	return newRunCmdWith(g, func(cmd *cobra.Command, c runConfig) error {
+		log, err := g.logger()
+		if err != nil {
+			return err
+		}
+		defer log.Sync()
+		return runDaemon(cmd.Context(), c, log, cmd.OutOrStdout())
+	})
+}
+
+// newRunCmdWith builds the command around run, which gets the resolved
+// configuration (defaults, then the --config file, then flags); tests pass
+// their own run.
+func newRunCmdWith(g *globalFlags, run func(*cobra.Command, runConfig) error) *cobra.Command {
 	c := defaultRunConfig()
 	var configPath string
 	cmd := &cobra.Command{
@@ -105,12 +121,7 @@ Example (as root):
 					return err
 				}
 			}
-			log, err := g.logger()
-			if err != nil {
-				return err
-			}
-			defer log.Sync()
-			return runDaemon(cmd.Context(), c, log, cmd.OutOrStdout())
+			return run(cmd, c)
 		},
 	}
 	fs := cmd.Flags()
@@ -133,49 +144,77 @@ Example (as root):
 	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
+	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable (--stable-rate=false: touch windows only around handovers)")
 	return cmd
 }
 
 // mergeYAML fills c from the file for every key whose flag was not given.
+// Each key is decoded on its own, so an error names file:line and the key;
+// a key that is not a flag's name is an error (a typo must not be ignored).
 func mergeYAML(c *runConfig, path string, fs *pflag.FlagSet) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return fmt.Errorf("--config: %w", err)
 	}
-	var file runConfig
-	file = *c
-	dec := yaml.NewDecoder(strings.NewReader(string(b)))
-	dec.KnownFields(true)
-	if err := dec.Decode(&file); err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("%s: %v", path, err)
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	// Flags win: copy back what the command line set.
-	set := map[string]bool{}
-	fs.Visit(func(f *pflag.Flag) { set[f.Name] = true })
-	pick := func(name string, apply func()) {
-		if !set[name] {
-			apply()
+	if len(doc.Content) == 0 {
+		return nil // empty file: nothing to merge
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s:%d: want a mapping of flag names to values", path, root.Line)
+	}
+	fields := configFields(c)
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		dst, ok := fields[k.Value]
+		if !ok {
+			return fmt.Errorf("%s:%d: unknown key %q (keys are the flag names: %s)", path, k.Line, k.Value, strings.Join(configKeys(), ", "))
+		}
+		if line, dup := seen[k.Value]; dup {
+			return fmt.Errorf("%s:%d: key %q given twice (first at line %d)", path, k.Line, k.Value, line)
+		}
+		seen[k.Value] = k.Line
+		if fs.Changed(k.Value) {
+			continue // the command line wins
+		}
+		if err := v.Decode(dst); err != nil {
+			msg := err.Error()
+			if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
+				msg = te.Errors[0]
+				if j := strings.Index(msg, ": "); strings.HasPrefix(msg, "line ") && j > 0 {
+					msg = msg[j+2:]
+				}
+			}
+			return fmt.Errorf("%s:%d: %s: %s", path, v.Line, k.Value, msg)
 		}
 	}
-	pick("tun", func() { c.TUN = file.TUN })
-	pick("mtu", func() { c.MTU = file.MTU })
-	pick("tether-if", func() { c.TetherIf = file.TetherIf })
-	pick("uplink-if", func() { c.UplinkIf = file.UplinkIf })
-	pick("tether-net", func() { c.TetherNets = file.TetherNets })
-	pick("no-routing", func() { c.NoRouting = file.NoRouting })
-	pick("table", func() { c.Table = file.Table })
-	pick("socket", func() { c.Socket = file.Socket })
-	pick("signal-timeout", func() { c.SignalTimeout = file.SignalTimeout })
-	pick("flow", func() { c.Flows = file.Flows })
-	pick("default-mode", func() { c.DefaultMode = file.DefaultMode })
-	pick("metrics-addr", func() { c.MetricsAddr = file.MetricsAddr })
-	pick("smax-db", func() { c.SMaxDB = file.SMaxDB })
-	pick("estimator", func() { c.Estimator = file.Estimator })
-	pick("smoothing-bound", func() { c.SmoothingBound = file.SmoothingBound })
-	pick("lambda", func() { c.Lambda = file.Lambda })
-	pick("max-flows", func() { c.MaxFlows = file.MaxFlows })
-	pick("flow-idle", func() { c.FlowIdle = file.FlowIdle })
 	return nil
+}
+
+// configFields maps each YAML key (= flag name) to its field in c.
+func configFields(c *runConfig) map[string]any {
+	out := map[string]any{}
+	v := reflect.ValueOf(c).Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		out[t.Field(i).Tag.Get("yaml")] = v.Field(i).Addr().Interface()
+	}
+	return out
+}
+
+// configKeys lists the YAML keys in declaration order.
+func configKeys() []string {
+	t := reflect.TypeOf(runConfig{})
+	keys := make([]string, t.NumField())
+	for i := range keys {
+		keys[i] = t.Field(i).Tag.Get("yaml")
+	}
+	return keys
 }
 
 // check validates everything that can be checked before touching the
@@ -217,6 +256,8 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 		return nil, 0, nil, fmt.Errorf("--max-flows %d: must be positive", c.MaxFlows)
 	case c.FlowIdle <= 0:
 		return nil, 0, nil, fmt.Errorf("--flow-idle %v: must be positive", c.FlowIdle)
+	case c.Socket == "":
+		return nil, 0, nil, errors.New("--socket: empty: the daemon needs a signalling socket")
 	}
 	return rules, def, est, nil
 }
@@ -282,6 +323,20 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		}
 	}()
 
+	// Interfaces are checked before anything is created, so a typo costs
+	// nothing to undo and the error names the flag.
+	for _, f := range []struct{ flag, name string }{{"--tether-if", c.TetherIf}, {"--uplink-if", c.UplinkIf}} {
+		if f.name == "" {
+			continue
+		}
+		if _, err := net.InterfaceByName(f.name); err != nil {
+			return fmt.Errorf("%s %q: %v", f.flag, f.name, err)
+		}
+	}
+	if _, err := net.InterfaceByName(c.TUN); err == nil {
+		return fmt.Errorf("--tun %q: an interface of that name exists already (another m2ho running?)", c.TUN)
+	}
+
 	var db *m2ho.SMaxDB
 	if c.SMaxDB != "" {
 		if db, err = m2ho.OpenSMaxDB(c.SMaxDB); err != nil {
@@ -297,6 +352,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		Estimator:      est,
 		Observer:       obs,
 		SMaxDB:         db,
+		StableRate:     toggle(c.StableRate),
 	})
 
 	dev, err := tun.OpenLinux(tun.LinuxConfig{Name: c.TUN, MTU: c.MTU})
@@ -343,8 +399,15 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 
 	// The signalling socket feeds the controller under the engine's lock,
 	// so events and packets are seen in one order.
-	if err := os.MkdirAll(filepath.Dir(c.Socket), 0o755); err != nil {
-		return fmt.Errorf("--socket: %w", err)
+	// A directory made for the socket is removed again (if empty) on the
+	// way out, so the machine is left as it was.
+	if dir := filepath.Dir(c.Socket); dir != "" {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return fmt.Errorf("--socket: %w", err)
+			}
+			undo = append(undo, func() { os.Remove(dir) })
+		}
 	}
 	srv, err := signaling.Listen(c.Socket, func(ev signaling.Event) {
 		now := time.Now()
@@ -354,7 +417,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		return fmt.Errorf("--socket: %w", err)
 	}
 	undo = append(undo, func() { srv.Close() })
-	fmt.Fprintf(out, "m2ho: signalling socket %s\n", c.Socket)
+	fmt.Fprintf(out, "m2ho: signalling socket %s (pass-through until the first event; after %v without one)\n", c.Socket, c.SignalTimeout)
 
 	if c.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
@@ -405,4 +468,12 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		return nil
 	}
 	return err
+}
+
+// toggle maps a boolean flag onto the controller's three-valued switch.
+func toggle(on bool) m2ho.Toggle {
+	if on {
+		return m2ho.ToggleOn
+	}
+	return m2ho.ToggleOff
 }
