@@ -46,6 +46,11 @@ const (
 	// handover: 1 s, the usual NR T304, after which the UE declares a
 	// radio link failure and the clamp would only starve the flows.
 	DefaultExecutionBound = time.Second
+	// DefaultRTTFloor is the smallest RTT Eqn 2 believes: below a few
+	// milliseconds the phone's own scheduling (TUN reads, timers) moves
+	// the measured RTT by more than any queue, and RTT_min/RTT would
+	// throttle a LAN-speed path to nothing. 5G RTTs are tens of ms.
+	DefaultRTTFloor = 5 * time.Millisecond
 	// DefaultMSS is assumed when a packet does not say its flow's MSS.
 	DefaultMSS = 1460
 )
@@ -82,6 +87,7 @@ type Config struct {
 	DefaultT2        time.Duration // T2 before any report→command interval was measured; default 180 ms
 	ActiveFlowWindow time.Duration // a flow with downlink payload this recently is active; default 1 s
 	ExecutionBound   time.Duration // command → random access success; default 1 s
+	RTTFloor         time.Duration // Eqn 2 reads RTT and RTT_min as at least this; default 5 ms
 	Estimator        func() bwe.Estimator
 	Observer         Observer
 	SMaxDB           *SMaxDB // nil: every lookup gives DefaultSMax
@@ -179,6 +185,9 @@ func New(cfg Config) *Controller {
 	}
 	if cfg.ExecutionBound <= 0 {
 		cfg.ExecutionBound = DefaultExecutionBound
+	}
+	if cfg.RTTFloor <= 0 {
+		cfg.RTTFloor = DefaultRTTFloor
 	}
 	if cfg.Estimator == nil {
 		cfg.Estimator = func() bwe.Estimator { return bwe.NewPerRTT() }
@@ -544,7 +553,8 @@ func (c *Controller) stableRwnd(f *Flow, p *Packet) Verdict {
 		return Verdict{}
 	}
 	cEst := r * f.srtt.Seconds()
-	rwnd := c.cfg.Lambda * cEst * f.rttMin.Seconds() / f.srtt.Seconds() / float64(c.shareOf(f))
+	rttMin, rtt := max(f.rttMin, c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
+	rwnd := c.cfg.Lambda * cEst * rttMin.Seconds() / rtt.Seconds() / float64(c.shareOf(f))
 	if !(rwnd < math.MaxInt32) {
 		return Verdict{}
 	}

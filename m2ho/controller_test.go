@@ -547,6 +547,32 @@ func TestStableRateEqn2(t *testing.T) {
 	c.OnPacket(at(150), &h, &Packet{Dir: Downlink, Flags: FlagACK, Seq: 10000, PayloadLen: 10000, HasTS: true, TSecr: 2})
 	check(t, "eqn 2 with queueing", c.OnPacket(at(151), &h, upTS), rewrite(79, ReasonStableRate))
 
+	// Sub-millisecond RTTs (a LAN, or the phone's own scheduling noise)
+	// are read as the 5 ms floor: RTT_min 50 µs and RTT 500 µs would
+	// otherwise give rwnd = 2·c_est/10, a fifth of what was delivered,
+	// and the window would collapse to 2 MSS. With the floor the ratio is
+	// 1: rwnd = 2·c_est. The interval opened at 50 µs closes at 550 µs
+	// with its first 10000 B: 2e7 B/s; srtt = 50 µs + (500-50)/8 µs =
+	// 106.25 µs; c_est = 2125 B; rwnd = 4250 B → raw ceil(4250/128) = 34.
+	c = New(Config{})
+	c.OnEvent(at(0), slotEv(0, 0))
+	var lan Flow
+	c.Attach(at(0), &lan)
+	us := func(v int) time.Time { return at(0).Add(time.Duration(v) * time.Microsecond) }
+	c.OnPacket(us(0), &lan, &Packet{Dir: Uplink, Flags: FlagACK, Window: 65535, WScale: 7, HasTS: true, TSval: 1})
+	c.OnPacket(us(50), &lan, &Packet{Dir: Downlink, Flags: FlagACK, PayloadLen: 10000, HasTS: true, TSecr: 1})
+	c.OnPacket(us(50), &lan, &Packet{Dir: Uplink, Flags: FlagACK, Window: 65535, WScale: 7, HasTS: true, TSval: 2})
+	c.OnPacket(us(550), &lan, &Packet{Dir: Downlink, Flags: FlagACK, Seq: 10000, PayloadLen: 10000, HasTS: true, TSecr: 2})
+	if h := c.Hint(); h.CEst != 2e7 || lanSRTT(&lan) != 106250*time.Nanosecond {
+		t.Fatalf("c_est %v srtt %v, want 2e7 B/s and 106.25µs", h.CEst, lanSRTT(&lan))
+	}
+	lanACK := &Packet{Dir: Uplink, Flags: FlagACK, Window: 65535, WScale: 7, HasTS: true, TSval: 3}
+	check(t, "eqn 2 on a sub-ms path uses the floor", c.OnPacket(us(551), &lan, lanACK), rewrite(34, ReasonStableRate))
+	// Without the floor: 2·2125·50/106.25 = 2000 B, below two segments:
+	// the window would sit at 2 MSS (ceil(2920/128) = 23).
+	c.cfg.RTTFloor = time.Nanosecond
+	check(t, "without the floor it collapses to 2 MSS", c.OnPacket(us(552), &lan, lanACK), rewrite(23, ReasonStableRate))
+
 	// Switched off.
 	c = New(Config{StableRate: ToggleOff})
 	c.OnEvent(at(0), slotEv(0, 0))
@@ -782,3 +808,5 @@ func TestSuppressionFromCommand(t *testing.T) {
 	fx.c.Tick(at(261))
 	fx.want(Stable)
 }
+
+func lanSRTT(f *Flow) time.Duration { s, _, _ := f.RTT(); return s }
