@@ -335,4 +335,3 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 	}
 	return r, nil
 }
-

@@ -37,7 +37,7 @@ type CapacityBin struct {
 // emulator started.
 type HandoverRow struct {
 	Report, Command, RA float64
-	From, To           string
+	From, To            string
 	// Type is horizontal, sub6-to-mmwave or mmwave-to-sub6.
 	Type string
 }

@@ -12,7 +12,7 @@ import (
 // Summary is summary.json. The names of issue 4's schema are kept; the
 // fields after them are additions.
 type Summary struct {
-	Scenario string `json:"scenario"`
+	Scenario string  `json:"scenario"`
 	Scale    float64 `json:"scale"`
 	// Handovers is the number of handovers of the schedule (one run's
 	// handovers.tsv; every run has the same schedule).
