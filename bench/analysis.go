@@ -233,7 +233,9 @@ func Converge(bins []Bin, caps []CapacityBin, hos []HandoverRow, frac float64) [
 			if !ok || cb.Mbps <= 0 {
 				continue
 			}
-			if b.Mbps() >= frac*cb.Mbps {
+			// The relative slack absorbs float error in bin widths, so
+			// exactly frac x capacity counts as reached.
+			if b.Mbps() >= frac*cb.Mbps*(1-1e-9) {
 				c.Converged, c.Seconds = true, b.T1-h.RA
 				break
 			}

@@ -174,8 +174,16 @@ func plotConvergence(path string, s Summary) error {
 	p.Title.Text = fmt.Sprintf("%s: convergence after handover (to 75 %% of the new cell's capacity)", s.Scenario)
 	p.X.Label.Text = "seconds from random access"
 	p.Y.Label.Text = "fraction of handovers"
-	p.Y.Min, p.Y.Max = 0, 1
+	// Head-room above 1 keeps the legend off the curves.
+	p.Y.Min, p.Y.Max = 0, 1.2
 	p.X.Min = 0
+	xmax := 0.0
+	for _, v := range s.Variants {
+		for _, x := range v.ConvergenceS {
+			xmax = math.Max(xmax, x)
+		}
+	}
+	p.X.Max = math.Max(xmax*1.1, 0.5)
 	p.Add(plotter.NewGrid())
 	for i, v := range s.Variants {
 		xs := append([]float64(nil), v.ConvergenceS...)
@@ -197,7 +205,7 @@ func plotConvergence(path string, s Summary) error {
 		p.Add(l)
 		p.Legend.Add(fmt.Sprintf("%s (n=%d, %d not converged)", v.Name, len(xs), v.NonConverged), l)
 	}
-	p.Legend.Top = false
+	p.Legend.Top = true
 	p.Legend.Left = false
 	return p.Save(8*vg.Inch, 5*vg.Inch, path)
 }
@@ -215,6 +223,13 @@ func plotByType(path string, s Summary) error {
 		keys = []string{TypeNone}
 	}
 	n := len(s.Variants)
+	top := 1.0
+	for _, v := range s.Variants {
+		for _, x := range v.GoodputMbpsByType {
+			top = math.Max(top, x)
+		}
+	}
+	p.Y.Max = top * 1.2 // room for the legend
 	width := vg.Points(float64(min(40, 240/max(1, n))))
 	for i, v := range s.Variants {
 		vals := make(plotter.Values, len(keys))
