@@ -1,19 +1,131 @@
 package main
 
 import (
-	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/m2ho/m2ho/bench"
 )
 
 // newBenchCmd is `m2ho bench`: A/B runs of iperf3 CUBIC through the
 // emulated link, per variant.
 func newBenchCmd(g *globalFlags) *cobra.Command {
-	return &cobra.Command{
+	var (
+		cfg       bench.Config
+		variants  []string
+		defs      []string
+		reanalyze string
+	)
+	cmd := &cobra.Command{
 		Use:   "bench [flags]",
 		Short: "Benchmark TCP CUBIC through the emulated 5G link, per variant",
+		Long: `bench builds the namespaces laptop <-> phone <-> emulator <-> server, and for
+each repetition runs every variant in turn: ` + "`m2ho run`" + ` with the variant's
+arguments on the phone, ` + "`m2ho emulate`" + ` with the scenario on the emulator
+(same seed, so the same handovers, in every run), and an iperf3 CUBIC
+download (server -> laptop, -J -i 0.1). It then writes into --out:
+summary.json, summary.md (read this first), throughput.png,
+convergence_cdf.png, goodput_by_type.png, and runs/<variant>-<i>/ with every
+raw file. Needs root, Linux, ip, ss and iperf3.
+
+Variants: pass (proxy on the path, does nothing) and m2ho are builtin;
+define more with --variant-def NAME='ARGS for m2ho run'.
+
+Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML path.`,
+		Example: `  m2ho bench --scenario mixed-drive --repeat 3
+  m2ho bench --scenario steady --duration 30s --scale 0.5
+  m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
+  m2ho bench --reanalyze bench-out/mixed-drive-20260101-120000 --scenario mixed-drive`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return errors.New("bench: not built yet")
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			vs, err := bench.ParseVariants(variants, defs)
+			if err != nil {
+				return err
+			}
+			cfg.Variants = vs
+			cfg.Log = log
+			cfg.Progress = os.Stderr
+			cfg.CommandLine = "m2ho " + strings.Join(os.Args[1:], " ")
+			if cfg.Scale <= 0 {
+				return fmt.Errorf("--scale %v: must be > 0", cfg.Scale)
+			}
+			if reanalyze != "" {
+				sc, err := bench.LoadScenario(cfg.Scenario, cfg.DataDir)
+				if err != nil {
+					return fmt.Errorf("--scenario %s: %w", cfg.Scenario, err)
+				}
+				dur := cfg.Duration
+				if dur <= 0 {
+					dur = sc.Config.Duration
+				}
+				s, err := bench.Reanalyze(reanalyze, bench.Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: cfg.Seed,
+					DurationS: dur.Seconds(), Repeat: max(cfg.Repeat, 1), CommandLine: cfg.CommandLine, Variants: vs})
+				if err != nil {
+					return err
+				}
+				return report(reanalyze, s)
+			}
+			if cfg.OutDir == "" {
+				name := strings.TrimSuffix(filepath.Base(cfg.Scenario), filepath.Ext(cfg.Scenario))
+				cfg.OutDir = filepath.Join("bench-out", name+"-"+time.Now().Format("20060102-150405"))
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			s, err := bench.Run(ctx, cfg)
+			if err != nil {
+				if ctx.Err() != nil {
+					fmt.Fprintln(os.Stderr, "\ninterrupted; children stopped and namespaces removed")
+				}
+				return err
+			}
+			return report(cfg.OutDir, s)
 		},
 	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Scenario, "scenario", "mixed-drive", "builtin scenario name or YAML path")
+	f.Float64Var(&cfg.Scale, "scale", 1, "multiply capacities and buffers (for slower machines; printed with every result)")
+	f.Uint64Var(&cfg.Seed, "seed", 0, "emulator seed, the same for every run (0: the scenario's)")
+	f.DurationVar(&cfg.Duration, "duration", 0, "iperf3 duration per run (0: the scenario's)")
+	f.IntVar(&cfg.Repeat, "repeat", 1, "runs per variant, variants alternating")
+	f.StringSliceVar(&variants, "variants", []string{"pass", "m2ho"}, "variants to run, in this order")
+	f.StringArrayVar(&defs, "variant-def", nil, "define a variant: NAME=ARGS (arguments for m2ho run; repeatable)")
+	f.StringVar(&cfg.OutDir, "out", "", "output directory (default ./bench-out/<scenario>-<timestamp>)")
+	f.StringVar(&cfg.Binary, "m2ho-binary", "", "m2ho executable for the proxy and emulator (default: this one)")
+	f.StringVar(&cfg.DataDir, "data-dir", "", "shared data directory for scenarios built from measurements")
+	f.Float64Var(&cfg.LateThreshold, "late-threshold", 0, "emulator: percent of late deliveries that make a run invalid (0: its default)")
+	f.IntVar(&cfg.Port, "port", 5201, "iperf3 port")
+	f.StringVar(&reanalyze, "reanalyze", "", "re-read DIR/runs of a finished bench and rewrite its outputs (no runs)")
+	return cmd
+}
+
+func benchScenarioNames() []string {
+	return bench.BuiltinScenarioNames()
+}
+
+// report prints where the outputs are and fails the command when the
+// summary is invalid, so scripts cannot take an invalid run as a result.
+func report(dir string, s bench.Summary) error {
+	fmt.Printf("summary: %s\nplots:   %s, %s, %s\n", filepath.Join(dir, "summary.md"),
+		filepath.Join(dir, bench.PlotThroughput), filepath.Join(dir, bench.PlotConvergence), filepath.Join(dir, bench.PlotByType))
+	for _, v := range s.Variants {
+		fmt.Printf("  %-8s goodput %7.1f Mbps  convergence mean %.3f s  retransmits %d\n", v.Name, v.GoodputMbps, v.ConvergenceSMean, v.Retransmits)
+	}
+	if !s.Valid {
+		for _, p := range s.Problems {
+			fmt.Fprintln(os.Stderr, "invalid:", p)
+		}
+		return exitError{code: 3}
+	}
+	return nil
 }

@@ -1,0 +1,339 @@
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+)
+
+// ConvergenceFraction is the share of the new cell's capacity the
+// throughput of a 0.1 s bin must reach for the flow to count as converged
+// after a handover (issue 4, after the M2HO paper's convergence metric).
+const ConvergenceFraction = 0.75
+
+// RunData is everything one run left behind, parsed.
+type RunData struct {
+	Variant string
+	Index   int // repetition, from 0
+
+	Emu         EmulatorSummary
+	Capacity    []CapacityBin
+	Handovers   []HandoverRow
+	FalseAlarms []FalseAlarmRow
+	Sender      Iperf3Sender
+	Recv        []RecvInterval
+	// LaunchNs is the wall time (Unix ns) the bench started the iperf3
+	// client at; 0 if unknown.
+	LaunchNs int64
+}
+
+// Alignment places iperf3's intervals on the emulator's clock.
+//
+// iperf3 numbers its intervals from its own test start, and writes that
+// start's wall time only to the second (start.timestamp.timesecs). The
+// bench therefore timestamps every interval line of the receiving server
+// as it reads it (the server runs with --forceflush, so a line is written
+// when its interval ends). A line cannot be read before its interval ends,
+// so arrival - end >= test start for every line, and
+//
+//	TestStartNs = min over lines of (arrival - end)
+//
+// overestimates the true start by the smallest print-to-read delay among
+// all lines (scheduling, well under 1 ms on an idle core), and is off by
+// at most ±5 ms more because the text output rounds interval ends to
+// 0.01 s. Both clocks are CLOCK_REALTIME of the same kernel (network
+// namespaces do not virtualise time), so OffsetS = TestStart - emulator
+// start needs no further correction. The error is small against the
+// 100 ms bins; LagP50S (the typical extra delay of a line) shows how
+// loaded the machine was.
+type Alignment struct {
+	TestStartNs int64
+	// OffsetS is the test start on the emulator's clock (seconds since the
+	// emulator's start_unix_ns).
+	OffsetS float64
+	// SetupS is the time from launching the client to the test start
+	// (connection set-up); negative would mean the estimate is wrong.
+	SetupS float64
+	// LagP50S is the median over lines of arrival - end - TestStart.
+	LagP50S float64
+	// CoarseDiffS is TestStart - start.timestamp.timesecs: within (-1, 2]
+	// when the estimate agrees with iperf3's own 1 s timestamp.
+	CoarseDiffS float64
+}
+
+// Align computes the alignment of one run (see Alignment).
+func Align(recv []RecvInterval, launchNs, emuStartNs, timeSecs int64) (Alignment, error) {
+	if len(recv) == 0 {
+		return Alignment{}, errors.New("align: no receiver interval lines")
+	}
+	var a Alignment
+	a.TestStartNs = math.MaxInt64
+	for _, iv := range recv {
+		if s := iv.ArrivalNs - int64(math.Round(iv.End*1e9)); s < a.TestStartNs {
+			a.TestStartNs = s
+		}
+	}
+	lags := make([]float64, len(recv))
+	for i, iv := range recv {
+		lags[i] = float64(iv.ArrivalNs-int64(math.Round(iv.End*1e9))-a.TestStartNs) / 1e9
+	}
+	a.LagP50S = Percentile(lags, 50)
+	a.OffsetS = float64(a.TestStartNs-emuStartNs) / 1e9
+	if launchNs > 0 {
+		a.SetupS = float64(a.TestStartNs-launchNs) / 1e9
+		if a.SetupS < -0.01 {
+			return a, fmt.Errorf("align: test start %.3fs before the client was launched", -a.SetupS)
+		}
+	}
+	if timeSecs > 0 {
+		a.CoarseDiffS = float64(a.TestStartNs)/1e9 - float64(timeSecs)
+	}
+	return a, nil
+}
+
+// Bin is one receiver interval on the emulator's clock.
+type Bin struct {
+	T0, T1 float64 // seconds since the emulator started
+	Bits   float64
+}
+
+// Mbps is the bin's goodput.
+func (b Bin) Mbps() float64 { return b.Bits / (b.T1 - b.T0) / 1e6 }
+
+// Bins shifts the receiver intervals by offset seconds onto the
+// emulator's clock; zero-length intervals (iperf3's trailing 0.00 s line)
+// are left out.
+func Bins(recv []RecvInterval, offsetS float64) []Bin {
+	out := make([]Bin, 0, len(recv))
+	for _, iv := range recv {
+		if iv.End-iv.Start <= 1e-9 {
+			continue
+		}
+		out = append(out, Bin{T0: iv.Start + offsetS, T1: iv.End + offsetS, Bits: float64(iv.Bytes) * 8})
+	}
+	return out
+}
+
+// Goodput is total bits over total time, in Mbps (0 without bins).
+func Goodput(bins []Bin) float64 {
+	var bits, secs float64
+	for _, b := range bins {
+		bits += b.Bits
+		secs += b.T1 - b.T0
+	}
+	if secs <= 0 {
+		return 0
+	}
+	return bits / secs / 1e6
+}
+
+// TypeTally is the bits and seconds attributed to one handover type.
+type TypeTally struct{ Bits, Secs float64 }
+
+// Mbps is the tally's goodput (0 for an empty tally).
+func (t TypeTally) Mbps() float64 {
+	if t.Secs <= 0 {
+		return 0
+	}
+	return t.Bits / t.Secs / 1e6
+}
+
+// ByType attributes each bin to the type of the last handover whose
+// command came at or before the bin's midpoint (TypeNone before the
+// first): the time after a handover's command is that handover's, until
+// the next command. hos must be in command order.
+func ByType(bins []Bin, hos []HandoverRow) map[string]TypeTally {
+	out := map[string]TypeTally{}
+	for _, b := range bins {
+		mid := (b.T0 + b.T1) / 2
+		k := sort.Search(len(hos), func(i int) bool { return hos[i].Command > mid })
+		typ := TypeNone
+		if k > 0 {
+			typ = hos[k-1].Type
+		}
+		t := out[typ]
+		t.Bits += b.Bits
+		t.Secs += b.T1 - b.T0
+		out[typ] = t
+	}
+	return out
+}
+
+// Convergence is the outcome for one handover.
+type Convergence struct {
+	Handover HandoverRow
+	// Analyzed is false when random access completed outside the measured
+	// bins (before iperf3 started or after it ended); such a handover has
+	// no convergence value.
+	Analyzed bool
+	// Converged: some bin within the dwell reached ConvergenceFraction of
+	// the new cell's capacity.
+	Converged bool
+	// Seconds from random-access completion to the end of the first bin
+	// that reached the threshold; the dwell (RA to the next command, or to
+	// the end of the data) when none did.
+	Seconds float64
+	Dwell   float64
+}
+
+// CapacityAt is the capacity.tsv row in force at emulator time t (the last
+// row with T <= t), ok false before the first row.
+func CapacityAt(caps []CapacityBin, t float64) (CapacityBin, bool) {
+	k := sort.Search(len(caps), func(i int) bool { return caps[i].T > t })
+	if k == 0 {
+		return CapacityBin{}, false
+	}
+	return caps[k-1], true
+}
+
+// Converge computes each handover's convergence time.
+//
+// For handover h the candidate bins are those that lie wholly in its
+// dwell: starting at or after h's random-access completion (RA) and ending
+// at or before the next handover's command (or the end of the data). The
+// first candidate whose goodput reaches frac x the capacity at the bin's
+// midpoint (capacity.tsv: the serving cell, which in the dwell is h's
+// target) converges h at bin end - RA. Bins where capacity.tsv says 0
+// cannot be judged and are skipped. A handover with no such bin counts
+// with its dwell and Converged=false. The 0.1 s binning makes every value
+// a little late: by the gap from RA to the first bin start (< 0.1 s) plus
+// the bin itself.
+func Converge(bins []Bin, caps []CapacityBin, hos []HandoverRow, frac float64) []Convergence {
+	out := make([]Convergence, len(hos))
+	if len(bins) == 0 {
+		for i, h := range hos {
+			out[i] = Convergence{Handover: h}
+		}
+		return out
+	}
+	const eps = 1e-9
+	dataStart, dataEnd := bins[0].T0, bins[len(bins)-1].T1
+	for i, h := range hos {
+		c := Convergence{Handover: h}
+		next := dataEnd
+		if i+1 < len(hos) && hos[i+1].Command < next {
+			next = hos[i+1].Command
+		}
+		if h.RA < dataStart-eps || h.RA >= dataEnd {
+			out[i] = c
+			continue
+		}
+		c.Analyzed = true
+		c.Dwell = math.Max(0, next-h.RA)
+		c.Seconds = c.Dwell
+		for _, b := range bins {
+			if b.T0 < h.RA-eps {
+				continue
+			}
+			if b.T1 > next+eps {
+				break
+			}
+			cb, ok := CapacityAt(caps, (b.T0+b.T1)/2)
+			if !ok || cb.Mbps <= 0 {
+				continue
+			}
+			// The relative slack absorbs float error in bin widths, so
+			// exactly frac x capacity counts as reached.
+			if b.Mbps() >= frac*cb.Mbps*(1-1e-9) {
+				c.Converged, c.Seconds = true, b.T1-h.RA
+				break
+			}
+		}
+		out[i] = c
+	}
+	return out
+}
+
+// Percentile is the p-th percentile (0..100) of xs by linear
+// interpolation between the closest ranks (numpy's default): rank
+// p/100 x (n-1) of the sorted values. NaN for no values. xs is not
+// modified.
+func Percentile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	r := p / 100 * float64(len(s)-1)
+	lo := int(math.Floor(r))
+	if lo >= len(s)-1 {
+		return s[len(s)-1]
+	}
+	if lo < 0 {
+		return s[0]
+	}
+	return s[lo] + (r-float64(lo))*(s[lo+1]-s[lo])
+}
+
+// Mean is the arithmetic mean (NaN for no values).
+func Mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	var s float64
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// RunResult is the analysis of one run.
+type RunResult struct {
+	Variant     string
+	Index       int
+	Align       Alignment
+	Bins        []Bin
+	GoodputMbps float64
+	ByType      map[string]TypeTally
+	Convergence []Convergence
+	Retransmits int64
+	RTTms       []float64 // per sender interval with an RTT sample
+	Emu         EmulatorSummary
+	Capacity    []CapacityBin
+	Handovers   []HandoverRow
+	// Problems make the run invalid (the emulator could not keep up, the
+	// alignment failed its checks...).
+	Problems []string
+}
+
+// Valid is true when nothing made the run invalid.
+func (r RunResult) Valid() bool { return len(r.Problems) == 0 }
+
+// AnalyzeRun turns one run's files into numbers. It fails only when the
+// data cannot be placed in time at all; everything else that makes the
+// run unusable is a Problem.
+func AnalyzeRun(d RunData) (RunResult, error) {
+	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers}
+	a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNs, d.Sender.TimeSecs)
+	if err != nil {
+		return r, fmt.Errorf("%s run %d: %w", d.Variant, d.Index+1, err)
+	}
+	r.Align = a
+	r.Bins = Bins(d.Recv, a.OffsetS)
+	r.GoodputMbps = Goodput(r.Bins)
+	r.ByType = ByType(r.Bins, d.Handovers)
+	r.Convergence = Converge(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction)
+	for _, iv := range d.Sender.Intervals {
+		r.Retransmits += iv.Retransmits
+		if iv.RTTus > 0 {
+			r.RTTms = append(r.RTTms, float64(iv.RTTus)/1000)
+		}
+	}
+	if !d.Emu.Valid {
+		r.Problems = append(r.Problems, fmt.Sprintf("emulator marked the run invalid (late_pct %.2f, max_late_ms %.1f)", d.Emu.LatePct, d.Emu.MaxLateMs))
+	}
+	if int64(len(d.Handovers)) != d.Emu.Handovers {
+		r.Problems = append(r.Problems, fmt.Sprintf("handovers.tsv has %d rows, emulator.json says %d", len(d.Handovers), d.Emu.Handovers))
+	}
+	if a.OffsetS < 0 {
+		r.Problems = append(r.Problems, fmt.Sprintf("iperf3 started %.3fs before the emulator", -a.OffsetS))
+	}
+	if d.Sender.TimeSecs > 0 && (a.CoarseDiffS < -1.5 || a.CoarseDiffS > 3) {
+		r.Problems = append(r.Problems, fmt.Sprintf("alignment disagrees with iperf3's timesecs by %.1fs", a.CoarseDiffS))
+	}
+	if len(r.Bins) == 0 {
+		r.Problems = append(r.Problems, "no receiver intervals")
+	}
+	return r, nil
+}

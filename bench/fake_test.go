@@ -1,0 +1,111 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/m2ho/m2ho/bench/emu"
+)
+
+// fakeM2HO stands in for the m2ho binary to test the orchestration alone:
+// "run" listens on its --socket, "emulate" brings up a TUN named after
+// --tun (the kernel forwards around it), sleeps its --duration and writes
+// the emulator's output files with two handovers.
+const fakeM2HO = `#!/usr/bin/env python3
+import json, os, socket, subprocess, sys, time
+cmd, args = sys.argv[1], sys.argv[2:]
+opt = {args[i]: args[i+1] for i in range(len(args)-1) if args[i].startswith("--")}
+if cmd == "run":
+    s = socket.socket(socket.AF_UNIX); s.bind(opt["--socket"]); s.listen()
+    time.sleep(600)
+if "--help" in args:
+    print("--signal-socket"); sys.exit(0)
+dev = opt["--tun"] + "0"
+subprocess.run(["ip", "tuntap", "add", "dev", dev, "mode", "tun"], check=True)
+subprocess.run(["ip", "link", "set", dev, "up"], check=True)
+start = time.time_ns()
+dur = float(opt["--duration"].rstrip("s"))
+time.sleep(dur)
+out = opt["--out"]
+with open(out + "/capacity.tsv", "w") as f:
+    f.write("t_s\tmbps\tcell\ttype\n")
+    for k in range(int(dur * 10)):
+        f.write("%.1f\t%d\tc\tsub6\n" % (k / 10, 0 if k in (35, 70) else 100))
+with open(out + "/handovers.tsv", "w") as f:
+    f.write("report_s\tcommand_s\tra_s\tfrom\tto\ttype\n3.354\t3.5\t3.56\ta\tb\thorizontal\n6.854\t7.0\t7.06\tb\ta\thorizontal\n")
+with open(out + "/falsealarms.tsv", "w") as f:
+    f.write("report_s\ta1_s\n")
+json.dump({"scenario": "fake", "scale": 1, "start_unix_ns": start, "duration_s": dur, "valid": True,
+           "handovers": 2, "dup_acks_up": 3}, open(out + "/emulator.json", "w"))
+subprocess.run(["ip", "link", "del", dev])
+`
+
+// TestRunWithFakes drives Run end to end with a fake m2ho: real
+// namespaces and iperf3, fake proxy and emulator. It checks the
+// orchestration (start order, readiness, the receiver timestamps, teardown)
+// independently of the emulator.
+func TestRunWithFakes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("real-kernel test skipped in -short mode")
+	}
+	if err := CheckTools(); err != nil {
+		t.Skip("needs root, Linux, ip, ss and iperf3: ", err)
+	}
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "m2ho")
+	if err := os.WriteFile(bin, []byte(fakeM2HO), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sc := filepath.Join(tmp, "e2e.yaml")
+	if err := os.WriteFile(sc, []byte(e2eScenario), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(tmp, "out")
+	vs, _ := ParseVariants([]string{"pass", "m2ho"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	s, err := Run(ctx, Config{Scenario: sc, Duration: 9 * time.Second, Scale: 1, Variants: vs, OutDir: out,
+		Binary: bin, CommandLine: "fake", Progress: &progress})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := checkOutputs(t, out, 1)
+	if !s.Valid || !got.Valid || got.Handovers != 2 {
+		t.Fatalf("valid %v handovers %d problems %v", got.Valid, got.Handovers, got.Problems)
+	}
+	for _, v := range got.Variants {
+		// Unshaped veths: far above the fake 100 Mbps capacity, so both
+		// handovers converge in their first bin after RA.
+		if v.GoodputMbps < 100 || v.ConvergenceN != 2 || v.NonConverged != 0 || v.RTTMsP50 <= 0 {
+			t.Errorf("%s: %+v", v.Name, v)
+		}
+	}
+	if !strings.Contains(progress.String(), "run 2/2 m2ho") {
+		t.Errorf("progress lines: %q", progress.String())
+	}
+	for _, r := range []string{"pass-1", "m2ho-1"} {
+		d, err := LoadRun(filepath.Join(out, "runs", r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNs, d.Sender.TimeSecs)
+		if err != nil || a.OffsetS <= 0 || a.OffsetS > 3 || a.SetupS < 0 || a.SetupS > 1 || a.LagP50S > 0.05 {
+			t.Errorf("%s: alignment %+v %v: want the test to start 0-3 s into the emulator, < 1 s after launch", r, a, err)
+		}
+	}
+}
+
+func TestE2EScenarioLoads(t *testing.T) {
+	sc, err := emu.ParseScenario("e2e", "", []byte(e2eScenario), emu.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sc.Config.Schedule.Handovers); n != 2 || sc.Config.Duration != 10*time.Second {
+		t.Errorf("%d handovers over %v, want 2 over 10s", n, sc.Config.Duration)
+	}
+}

@@ -1,0 +1,628 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/m2ho/m2ho/bench/emu"
+	"github.com/m2ho/m2ho/bench/netns"
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// Config is one bench invocation.
+type Config struct {
+	// Scenario is a builtin name (emu.BuiltinNames) or a YAML path.
+	Scenario string
+	Scale    float64 // capacities and buffers x Scale; 0 = 1
+	// Seed is passed to the emulator when non-zero; 0 keeps the
+	// scenario's own seed. Every run uses the same one, so every run has
+	// the same schedule.
+	Seed uint64
+	// Duration is iperf3's -t (rounded up to whole seconds); 0 = the
+	// scenario's duration. The emulator runs EmuMargin longer, because
+	// iperf3 starts only once the emulated link is up.
+	Duration  time.Duration
+	EmuMargin time.Duration // 0 = 3s
+	Repeat    int           // runs per variant; 0 = 1
+	Variants  []Variant
+	OutDir    string
+	// Binary is the m2ho executable run in the namespaces; "" = this
+	// process's own executable.
+	Binary        string
+	DataDir       string  // --data-dir for the emulator ("" = its default)
+	LateThreshold float64 // --late-threshold PCT for the emulator (0 = its default)
+	Port          int     // iperf3 port; 0 = 5201
+	CommandLine   string  // recorded in the summary
+	// Progress receives the progress line (nil = none).
+	Progress io.Writer
+	Log      *zap.Logger
+}
+
+// Names of the devices the bench asks its children to create.
+const (
+	proxyTUN = "m2ho0"
+	emuTUN   = "m2emu"
+)
+
+// CheckTools reports, in one clear error, what the host lacks to run the
+// bench: Linux and root for namespaces, ip(8), iperf3.
+func CheckTools() error {
+	var errs []error
+	if err := netns.Available(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		errs = append(errs, errors.New("iperf3 is not installed (Debian: apt-get install iperf3)"))
+	}
+	if _, err := exec.LookPath("ss"); err != nil {
+		errs = append(errs, errors.New("ss (iproute2) is not installed"))
+	}
+	return errors.Join(errs...)
+}
+
+// EmulatorBuilt reports whether bin has a working `emulate` subcommand
+// (its help lists --signal-socket); the error says why not.
+func EmulatorBuilt(bin string) error {
+	out, err := exec.Command(bin, "emulate", "--help").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s emulate --help: %v: %s", bin, err, bytes.TrimSpace(out))
+	}
+	if !bytes.Contains(out, []byte("--signal-socket")) {
+		return fmt.Errorf("%s emulate is not built in this binary (its --help has no --signal-socket)", bin)
+	}
+	return nil
+}
+
+// LoadScenario resolves a builtin name or a file, with the XCAL reader
+// scenarios taken from real logs need.
+func LoadScenario(name, dataDir string) (*emu.Scenario, error) {
+	opts := emu.LoadOptions{DataDir: dataDir, XCAL: func(path string) ([]signaling.Event, error) {
+		evs, _, errs := signaling.ReadAll(path, signaling.FormatXCAL)
+		for _, e := range errs {
+			var pe *signaling.ParseError
+			if !errors.As(e, &pe) {
+				return nil, e
+			}
+		}
+		return evs, nil
+	}}
+	if slices.Contains(emu.BuiltinNames(), name) {
+		return emu.Builtin(name, opts)
+	}
+	return emu.LoadScenario(name, opts)
+}
+
+// Run executes the bench: builds the namespace chain, runs every variant
+// Repeat times in alternation (pass, m2ho, pass, m2ho, ...), analyses the
+// runs and writes summary.json, summary.md and the plots into OutDir.
+// Everything it started is stopped and the namespaces removed on return,
+// also when ctx is cancelled (SIGINT). The summary is returned even when
+// it is invalid; err is for runs that could not be made or read.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.Scale == 0 {
+		cfg.Scale = 1
+	}
+	if cfg.Repeat <= 0 {
+		cfg.Repeat = 1
+	}
+	if cfg.EmuMargin <= 0 {
+		cfg.EmuMargin = 3 * time.Second
+	}
+	if cfg.Port == 0 {
+		cfg.Port = 5201
+	}
+	if len(cfg.Variants) == 0 {
+		return Summary{}, errors.New("bench: no variants")
+	}
+	if err := CheckTools(); err != nil {
+		return Summary{}, fmt.Errorf("bench cannot run here: %w", err)
+	}
+	if cfg.Binary == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return Summary{}, fmt.Errorf("bench: own executable: %w", err)
+		}
+		cfg.Binary = exe
+	}
+	if err := EmulatorBuilt(cfg.Binary); err != nil {
+		return Summary{}, err
+	}
+	sc, err := LoadScenario(cfg.Scenario, cfg.DataDir)
+	if err != nil {
+		return Summary{}, fmt.Errorf("scenario %s: %w", cfg.Scenario, err)
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = sc.Config.Duration
+	}
+	secs := int(math.Ceil(cfg.Duration.Seconds()))
+	if secs < 1 {
+		return Summary{}, fmt.Errorf("bench: duration %v too short", cfg.Duration)
+	}
+	seed := cfg.Seed
+	if seed == 0 {
+		seed = sc.Config.Seed
+	}
+	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "runs"), 0o755); err != nil {
+		return Summary{}, err
+	}
+	sockDir, err := os.MkdirTemp("", "m2hob")
+	if err != nil {
+		return Summary{}, err
+	}
+	defer os.RemoveAll(sockDir)
+
+	chain, err := netns.NewChain("m2hob", true)
+	if err != nil {
+		return Summary{}, fmt.Errorf("bench: namespaces: %w", err)
+	}
+	defer func() {
+		if cerr := chain.Close(); cerr != nil {
+			cfg.Log.Warn("removing namespaces", zap.Error(cerr))
+		}
+	}()
+	cfg.Log.Info("bench", zap.String("scenario", sc.Name), zap.Float64("scale", cfg.Scale),
+		zap.Int("scheduled_handovers", len(sc.Config.Schedule.Handovers)), zap.Int("seconds", secs),
+		zap.Int("repeat", cfg.Repeat), zap.String("out", cfg.OutDir))
+
+	total := cfg.Repeat * len(cfg.Variants)
+	var results []RunResult
+	n := 0
+	for i := range cfg.Repeat {
+		for _, v := range cfg.Variants {
+			n++
+			rd := filepath.Join(cfg.OutDir, "runs", fmt.Sprintf("%s-%d", v.Name, i+1))
+			r := runner{cfg: cfg, chain: chain, v: v, index: i, dir: rd, secs: secs, seed: seed,
+				sock: filepath.Join(sockDir, fmt.Sprintf("s%d.sock", n)), label: fmt.Sprintf("run %d/%d %s", n, total, v.Name)}
+			if err := r.run(ctx); err != nil {
+				return Summary{}, fmt.Errorf("%s: %w (files in %s)", r.label, err, rd)
+			}
+			d, err := LoadRun(rd)
+			if err != nil {
+				return Summary{}, err
+			}
+			res, err := AnalyzeRun(d)
+			if err != nil {
+				return Summary{}, err
+			}
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "\r%s: %.1f Mbps, %d handovers, valid=%v%s\n", r.label, res.GoodputMbps, len(res.Handovers), res.Valid(), strings.Repeat(" ", 20))
+			}
+			results = append(results, res)
+		}
+	}
+	m := Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: seed, DurationS: float64(secs), Repeat: cfg.Repeat,
+		CommandLine: cfg.CommandLine, Variants: cfg.Variants}
+	s := Summarize(results, m)
+	return s, WriteOutputs(cfg.OutDir, s, results)
+}
+
+// WriteOutputs writes summary.json, summary.md and the plots.
+func WriteOutputs(dir string, s Summary, runs []RunResult) error {
+	var j, md bytes.Buffer
+	if err := s.WriteJSON(&j); err != nil {
+		return err
+	}
+	if err := s.WriteMarkdown(&md); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.json"), j.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "summary.md"), md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	return WritePlots(dir, s, runs)
+}
+
+// Files of one run directory.
+const (
+	runMetaFile     = "run.json"
+	clientJSONFile  = "iperf3-client.json"
+	serverLogFile   = "iperf3-server.log"
+	emuSubdir       = "emu"
+	proxyLogFile    = "proxy.log"
+	emulatorLogFile = "emulate.log"
+)
+
+// runMeta is run.json: what the bench knew about a run that no child
+// wrote down.
+type runMeta struct {
+	Variant  string   `json:"variant"`
+	Index    int      `json:"index"`
+	Args     []string `json:"args"`
+	LaunchNs int64    `json:"launch_ns"`
+}
+
+// LoadRun reads one run directory (runs/<variant>-<i>) back, so a
+// finished bench can be re-analysed without running it again.
+func LoadRun(dir string) (RunData, error) {
+	var d RunData
+	var meta runMeta
+	b, err := os.ReadFile(filepath.Join(dir, runMetaFile))
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return d, fmt.Errorf("%s: %w", filepath.Join(dir, runMetaFile), err)
+	}
+	d.Variant, d.Index, d.LaunchNs = meta.Variant, meta.Index, meta.LaunchNs
+	ed := filepath.Join(dir, emuSubdir)
+	p := filepath.Join(ed, "emulator.json")
+	if b, err = os.ReadFile(p); err != nil {
+		return d, err
+	}
+	if d.Emu, err = ReadEmulatorSummary(b, p); err != nil {
+		return d, err
+	}
+	readTSV := func(name string, f func(io.Reader, string) error) error {
+		p := filepath.Join(ed, name)
+		fh, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer fh.Close()
+		return f(fh, p)
+	}
+	if err := errors.Join(
+		readTSV("capacity.tsv", func(r io.Reader, n string) (err error) { d.Capacity, err = ReadCapacity(r, n); return }),
+		readTSV("handovers.tsv", func(r io.Reader, n string) (err error) { d.Handovers, err = ReadHandovers(r, n); return }),
+		readTSV("falsealarms.tsv", func(r io.Reader, n string) (err error) { d.FalseAlarms, err = ReadFalseAlarms(r, n); return }),
+	); err != nil {
+		return d, err
+	}
+	p = filepath.Join(dir, clientJSONFile)
+	if b, err = os.ReadFile(p); err != nil {
+		return d, err
+	}
+	if d.Sender, err = ReadIperf3Sender(b, p); err != nil {
+		return d, err
+	}
+	p = filepath.Join(dir, serverLogFile)
+	fh, err := os.Open(p)
+	if err != nil {
+		return d, err
+	}
+	defer fh.Close()
+	d.Recv, err = ReadRecvLog(fh, p)
+	return d, err
+}
+
+// Reanalyze re-reads every run under dir/runs and rewrites the outputs;
+// m says what the runs were (variants in order, repeat, scenario).
+func Reanalyze(dir string, m Meta) (Summary, error) {
+	ents, err := os.ReadDir(filepath.Join(dir, "runs"))
+	if err != nil {
+		return Summary{}, err
+	}
+	var results []RunResult
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		d, err := LoadRun(filepath.Join(dir, "runs", e.Name()))
+		if err != nil {
+			return Summary{}, err
+		}
+		r, err := AnalyzeRun(d)
+		if err != nil {
+			return Summary{}, err
+		}
+		results = append(results, r)
+	}
+	slices.SortFunc(results, func(a, b RunResult) int { return a.Index - b.Index })
+	s := Summarize(results, m)
+	return s, WriteOutputs(dir, s, results)
+}
+
+// runner makes one run.
+type runner struct {
+	cfg   Config
+	chain *netns.Chain
+	v     Variant
+	index int
+	dir   string
+	sock  string
+	label string
+	secs  int
+	seed  uint64
+
+	children []*child
+	lastMbps atomic.Uint64 // math.Float64bits of the last receiver interval
+}
+
+// child is a started process and its exit.
+type child struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+func (r *runner) start(name, logPath string, cmd *exec.Cmd) (*child, error) {
+	if logPath != "" {
+		f, err := os.Create(logPath)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Stdout, cmd.Stderr = f, f
+		defer f.Close() // the child keeps its own descriptor
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	c := &child{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { c.err = cmd.Wait(); close(c.done) }()
+	r.children = append(r.children, c)
+	return c, nil
+}
+
+// stop asks c to exit (SIGTERM), then kills it after grace.
+func (c *child) stop(grace time.Duration) {
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(grace):
+		c.cmd.Process.Kill()
+		<-c.done
+	}
+}
+
+func (c *child) exited() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func tail(path string) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// waitFor polls cond every 20 ms until it holds, c exits, ctx ends or
+// timeout passes.
+func waitFor(ctx context.Context, what string, timeout time.Duration, c *child, cond func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return nil
+		}
+		if c != nil && c.exited() {
+			return fmt.Errorf("%s exited (%v) before %s", c.name, c.err, what)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no %s after %v", what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// waitExit waits for c's exit up to timeout or ctx's end.
+func waitExit(ctx context.Context, c *child, timeout time.Duration) error {
+	select {
+	case <-c.done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(timeout):
+		return fmt.Errorf("%s still running after %v", c.name, timeout)
+	}
+}
+
+func (r *runner) run(ctx context.Context) (err error) {
+	defer func() {
+		// Reverse order: the load first, the proxy last, so nothing is
+		// left sending into a removed TUN.
+		for i := len(r.children) - 1; i >= 0; i-- {
+			r.children[i].stop(5 * time.Second)
+		}
+	}()
+	if err := os.MkdirAll(filepath.Join(r.dir, emuSubdir), 0o755); err != nil {
+		return err
+	}
+	c := r.chain
+	bin := r.cfg.Binary
+
+	// 1. The proxy on the phone; ready when its signalling socket exists.
+	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
+		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", ""}, r.v.Args...)
+	proxyLog := filepath.Join(r.dir, proxyLogFile)
+	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "signalling socket "+r.sock, 10*time.Second, proxy, func() bool {
+		st, err := os.Stat(r.sock)
+		return err == nil && st.Mode()&os.ModeSocket != 0
+	}); err != nil {
+		return fmt.Errorf("%w; proxy log: %s", err, tail(proxyLog))
+	}
+
+	// 2. The emulator; ready when its TUN device is up.
+	emuDur := time.Duration(r.secs)*time.Second + r.cfg.EmuMargin
+	emuArgs := []string{bin, "emulate", "--scenario", r.cfg.Scenario, "--scale", strconv.FormatFloat(r.cfg.Scale, 'g', -1, 64),
+		"--seed", strconv.FormatUint(r.seed, 10), "--duration", emuDur.String(), "--signal-socket", r.sock,
+		"--out", filepath.Join(r.dir, emuSubdir), "--tun", emuTUN, "--ue-if", netns.EmuInIf, "--net-if", netns.EmuOutIf,
+		"--ue-net", "10.77.1.0/24,fd77:1::/64"}
+	if r.cfg.DataDir != "" {
+		emuArgs = append(emuArgs, "--data-dir", r.cfg.DataDir)
+	}
+	if r.cfg.LateThreshold > 0 {
+		emuArgs = append(emuArgs, "--late-threshold", strconv.FormatFloat(r.cfg.LateThreshold, 'g', -1, 64))
+	}
+	emuLog := filepath.Join(r.dir, emulatorLogFile)
+	emulator, err := r.start("m2ho emulate", emuLog, c.Exec(netns.Emu, emuArgs...))
+	if err != nil {
+		return err
+	}
+	if err := waitFor(ctx, "emulator TUN "+emuTUN+"*", 10*time.Second, emulator, func() bool {
+		out, err := c.Exec(netns.Emu, "ip", "-o", "link", "show", "up").Output()
+		return err == nil && bytes.Contains(out, []byte(": "+emuTUN))
+	}); err != nil {
+		return fmt.Errorf("%w; emulator log: %s", err, tail(emuLog))
+	}
+	// Routing follows the device; give the emulator a moment to finish.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(300 * time.Millisecond):
+	}
+
+	// 3. The receiver in the laptop namespace, its interval lines read
+	// and timestamped as they come (the alignment, see Alignment).
+	port := strconv.Itoa(r.cfg.Port)
+	srvCmd := c.Exec(netns.Laptop, "iperf3", "-s", "-1", "-B", c.LaptopAddr4.String(), "-p", port,
+		"--forceflush", "-i", "0.1", "-f", "k")
+	// Our own pipe: exec's StdoutPipe may be closed by Wait before the
+	// last lines are read.
+	pipe, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	defer pipe.Close()
+	srvCmd.Stdout, srvCmd.Stderr = pw, pw
+	logf, err := os.Create(filepath.Join(r.dir, serverLogFile))
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	srv, err := r.start("iperf3 server", "", srvCmd)
+	pw.Close() // the child has its copy; EOF comes when it exits
+	if err != nil {
+		return err
+	}
+	var readWG sync.WaitGroup
+	readWG.Add(1)
+	go func() {
+		defer readWG.Done()
+		r.readServer(pipe, logf)
+	}()
+	if err := waitFor(ctx, "iperf3 server listening on "+port, 5*time.Second, srv, func() bool {
+		out, err := c.Exec(netns.Laptop, "ss", "-Hltn", "sport = :"+port).Output()
+		return err == nil && len(bytes.TrimSpace(out)) > 0
+	}); err != nil {
+		return err
+	}
+
+	// 4. The sender in the server namespace: the download.
+	launch := time.Now()
+	meta := runMeta{Variant: r.v.Name, Index: r.index, Args: r.v.Args, LaunchNs: launch.UnixNano()}
+	mb, _ := json.MarshalIndent(meta, "", "  ")
+	if err := os.WriteFile(filepath.Join(r.dir, runMetaFile), mb, 0o644); err != nil {
+		return err
+	}
+	cliCmd := c.Exec(netns.Server, "iperf3", "-c", c.LaptopAddr4.String(), "-p", port, "-C", "cubic",
+		"-J", "-i", "0.1", "-t", strconv.Itoa(r.secs))
+	var cliOut, cliErr bytes.Buffer
+	cliCmd.Stdout, cliCmd.Stderr = &cliOut, &cliErr
+	cli, err := r.start("iperf3 client", "", cliCmd)
+	if err != nil {
+		return err
+	}
+	stopProgress := r.progress(launch)
+	err = waitExit(ctx, cli, time.Duration(r.secs)*time.Second+30*time.Second)
+	stopProgress()
+	if werr := os.WriteFile(filepath.Join(r.dir, clientJSONFile), cliOut.Bytes(), 0o644); werr != nil && err == nil {
+		err = werr
+	}
+	if err != nil {
+		return err
+	}
+	if cli.err != nil {
+		return fmt.Errorf("iperf3 client: %v: %s %s", cli.err, bytes.TrimSpace(cliErr.Bytes()), tail(filepath.Join(r.dir, clientJSONFile)))
+	}
+	if err := waitExit(ctx, srv, 5*time.Second); err != nil {
+		return err
+	}
+	readWG.Wait()
+
+	// 5. The emulator ends by itself after its duration and writes its
+	// files; then the proxy is stopped.
+	if err := waitExit(ctx, emulator, emuDur+30*time.Second); err != nil {
+		return fmt.Errorf("%w; emulator log: %s", err, tail(emuLog))
+	}
+	if emulator.err != nil {
+		return fmt.Errorf("m2ho emulate: %v; log: %s", emulator.err, tail(emuLog))
+	}
+	proxy.stop(5 * time.Second)
+	return nil
+}
+
+// readServer copies the receiver's lines to the log with their arrival
+// time and keeps the last interval's rate for the progress line.
+func (r *runner) readServer(pipe io.Reader, log io.Writer) {
+	sc := bufio.NewScanner(pipe)
+	w := bufio.NewWriter(log)
+	defer w.Flush()
+	for sc.Scan() {
+		now := time.Now().UnixNano()
+		line := sc.Text()
+		fmt.Fprintf(w, "%d\t%s\n", now, line)
+		if iv, ok, _ := ParseRecvLine(line); ok && iv.End > iv.Start {
+			r.lastMbps.Store(math.Float64bits(float64(iv.Bytes) * 8 / (iv.End - iv.Start) / 1e6))
+		}
+	}
+}
+
+// progress prints the progress line once a second until stopped.
+func (r *runner) progress(start time.Time) (stop func()) {
+	if r.cfg.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(r.cfg.Progress, "\r%s  %5.1fs/%ds  last %7.1f Mbps ", r.label,
+					time.Since(start).Seconds(), r.secs, math.Float64frombits(r.lastMbps.Load()))
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// BuiltinScenarioNames lists the scenarios compiled into the emulator.
+func BuiltinScenarioNames() []string { return emu.BuiltinNames() }
