@@ -32,12 +32,12 @@ import (
 
 // Defaults (see Config).
 const (
-	DefaultLambda           = 2.0                    // Eqn 2's λ (§4.5)
+	DefaultLambda = 2.0 // Eqn 2's λ (§4.5)
 	// DefaultSmoothingBound caps ACK suppression after a handover
 	// command: well under the 200 ms minimum RTO, and it leaves ~90 ms
 	// after random access (command→RA is ~60 ms: 33 ms to execution plus
 	// the 27 ms interruption) for the forwarded data to fill the holes.
-	DefaultSmoothingBound = 150 * time.Millisecond
+	DefaultSmoothingBound   = 150 * time.Millisecond
 	DefaultSignalLoss       = 5 * time.Second
 	DefaultT2               = 180 * time.Millisecond // ≈ the paper's 178.9 ms report→execution
 	DefaultActiveFlowWindow = time.Second
