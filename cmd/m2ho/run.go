@@ -140,7 +140,7 @@ Example (as root):
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
 	fs.StringVar(&c.SMaxDB, "smax-db", c.SMaxDB, "file that keeps the per-cell buffer estimates across restarts (empty: memory only)")
 	fs.StringVar(&c.Estimator, "estimator", c.Estimator, "bandwidth estimator for c_est: "+strings.Join(bwe.Names, ", "))
-	fs.DurationVar(&c.SmoothingBound, "smoothing-bound", c.SmoothingBound, "longest duplicate-ACK suppression after a handover (keep well under the 200ms minimum RTO)")
+	fs.DurationVar(&c.SmoothingBound, "smoothing-bound", c.SmoothingBound, "longest duplicate-ACK suppression, counted from the handover command (keep well under the 200ms minimum RTO)")
 	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")

@@ -50,7 +50,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		Table: 100, Socket: "/run/m2ho/signal.sock", SignalTimeout: 5 * time.Second,
 		Flows:       []string{"tcp dst-port 443 mode=m2ho", "tcp dst net 192.0.2.0/24 mode=pass"},
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",
-		Estimator: "perrtt", SmoothingBound: 120 * time.Millisecond, Lambda: 2,
+		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
 		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true,
 	}
 	if !reflect.DeepEqual(c, want) {
