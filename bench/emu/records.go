@@ -178,7 +178,9 @@ type Summary struct {
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) }
 
-func cellType(t signaling.CellType) string {
+// CellTypeName is a cell type as the output files spell it: mmwave, or
+// sub6 (LTE included).
+func CellTypeName(t signaling.CellType) string {
 	if t == signaling.CellMmWave {
 		return "mmwave"
 	}
@@ -191,7 +193,7 @@ func WriteCapacityTSV(w io.Writer, bins []CapacityBin) error {
 	bw := bufio.NewWriter(w)
 	bw.WriteString("t_s\tmbps\tcell\ttype\n")
 	for _, b := range bins {
-		fmt.Fprintf(bw, "%s\t%.3f\t%s\t%s\n", strconv.FormatFloat(b.Start.Seconds(), 'f', 3, 64), b.Mbps, b.Cell.ID, cellType(b.Cell.Type))
+		fmt.Fprintf(bw, "%s\t%.3f\t%s\t%s\n", strconv.FormatFloat(b.Start.Seconds(), 'f', 3, 64), b.Mbps, b.Cell.ID, CellTypeName(b.Cell.Type))
 	}
 	return bw.Flush()
 }
