@@ -49,6 +49,11 @@ type DriverConfig struct {
 	Progress func(Progress)
 	// SignalQueue bounds the events waiting for the socket (default 8192).
 	SignalQueue int
+	// RTPriority, when > 0, runs the packet loop's thread SCHED_FIFO at
+	// this priority (1-99, needs root), so that other processes on a busy
+	// machine do not delay deliveries; it sleeps in ppoll between
+	// deadlines, so it does not starve them.
+	RTPriority int
 }
 
 // Progress is a snapshot of a running emulation.
@@ -183,7 +188,7 @@ func (d *Driver) Stats() DriverStats { return d.st }
 const spinBelow = 50 * time.Microsecond
 
 // maxWait bounds one sleep so that a stop request is seen promptly.
-const maxWait = 20 * time.Millisecond
+const maxWait = 5 * time.Millisecond
 
 // Run emulates the link in real time until the duration is over or ctx
 // is done, then writes every output file and returns the result. It must
@@ -219,7 +224,10 @@ func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	nextProgress := start.Add(time.Second)
 	var lastBytes int64
 	lastProgress := start
-	pinThread()
+	if err := pinThread(d.cfg.RTPriority); err != nil {
+		d.closeFiles()
+		return res, err
+	}
 	var loopErr error
 	for !stop.Load() {
 		now := time.Now()
@@ -353,7 +361,7 @@ func (d *Driver) flush() {
 // finish stops the publisher, closes the running files and writes the
 // end-of-run outputs.
 func (d *Driver) finish(start time.Time, elapsed time.Duration, loopErr error) (Result, error) {
-	unpinThread()
+	unpinThread(d.cfg.RTPriority)
 	m := d.m
 	var res Result
 	var sent, dropped int64

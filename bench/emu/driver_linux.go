@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"runtime"
 	"time"
+	"unsafe"
 
 	"github.com/songgao/water"
 	"golang.org/x/sys/unix"
@@ -109,6 +110,12 @@ func (l *Link) Close() error {
 	return errors.Join(err, l.ifce.Close())
 }
 
+// The packet loop's system calls are raw: they keep the goroutine's P, so
+// the runtime never has to hand it back after a sleep or a long TUN write
+// (a write runs the kernel's forwarding inline), which under load cost
+// milliseconds. Sleeps are bounded by maxWait, so a stop-the-world waits
+// at most that long, and the loop allocates nothing, so GC is rare.
+
 func (l *Link) wait(deadline time.Time) error {
 	d := time.Until(deadline)
 	if d <= 0 {
@@ -116,34 +123,38 @@ func (l *Link) wait(deadline time.Time) error {
 	}
 	ts := unix.NsecToTimespec(int64(d))
 	fds := [1]unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
-	_, err := unix.Ppoll(fds[:], &ts, nil)
-	if err != nil && err != unix.EINTR {
-		return fmt.Errorf("emu: ppoll: %w", err)
+	_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if e != 0 && e != unix.EINTR {
+		return fmt.Errorf("emu: ppoll: %w", e)
 	}
 	return nil
 }
 
 func (l *Link) read(b []byte) (int, error) {
 	for {
-		n, err := unix.Read(l.fd, b)
-		switch err {
-		case nil:
-			return n, nil
+		n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			return int(n), nil
 		case unix.EAGAIN:
 			return 0, nil
 		case unix.EINTR:
 			continue
 		}
-		return 0, fmt.Errorf("emu: TUN read: %w", err)
+		return 0, fmt.Errorf("emu: TUN read: %w", e)
 	}
 }
 
 func (l *Link) write(b []byte) error {
 	for {
-		_, err := unix.Write(l.fd, b)
-		if err != unix.EINTR {
-			return err
+		_, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
 		}
+		return e
 	}
 }
 
@@ -159,9 +170,27 @@ func NewDriver(cfg DriverConfig, l *Link) (*Driver, error) {
 // pinThread keeps the packet loop on one OS thread and makes its kernel
 // timers exact (timer slack 1 ns instead of 50 µs), so ppoll wakes at the
 // model's deadline.
-func pinThread() {
+func pinThread(rtPrio int) error {
 	runtime.LockOSThread()
 	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	if rtPrio > 0 {
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(rtPrio)}
+		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+			runtime.UnlockOSThread()
+			return fmt.Errorf("emu: SCHED_FIFO priority %d for the packet loop: %w", rtPrio, err)
+		}
+	}
+	return nil
 }
 
-func unpinThread() { runtime.UnlockOSThread() }
+// unpinThread puts the loop's thread back to normal scheduling and
+// releases it to the runtime.
+func unpinThread(rtPrio int) {
+	if rtPrio > 0 {
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+		if unix.SchedSetAttr(0, &attr, 0) != nil {
+			return // stay locked: the thread exits with its goroutine
+		}
+	}
+	runtime.UnlockOSThread()
+}

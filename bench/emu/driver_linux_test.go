@@ -315,6 +315,8 @@ func tsvRows(t *testing.T, path, header string) [][]string {
 // M2HO_EMU_SWEEP to a comma-separated list of Mbps, e.g.
 //
 //	M2HO_EMU_SWEEP=200,400,600,800 go test -run TestSweepRate -v ./bench/emu
+//
+// M2HO_EMU_RT=<prio> runs the packet loop SCHED_FIFO (DriverConfig.RTPriority).
 func TestSweepRate(t *testing.T) {
 	list := os.Getenv("M2HO_EMU_SWEEP")
 	if list == "" {
@@ -331,7 +333,8 @@ func TestSweepRate(t *testing.T) {
 			t.Fatal(err)
 		}
 		out := t.TempDir()
-		r := startDriver(t, c, DriverConfig{Scenario: constScenario(mbps, 70*time.Millisecond, time.Duration(secs+20)*time.Second), OutDir: out})
+		prio, _ := strconv.Atoi(os.Getenv("M2HO_EMU_RT"))
+		r := startDriver(t, c, DriverConfig{Scenario: constScenario(mbps, 70*time.Millisecond, time.Duration(secs+20)*time.Second), OutDir: out, RTPriority: prio})
 		ip, err := c.Iperf3(netns.Laptop, netns.Server, c.ServerAddr4, netns.Iperf3Options{Seconds: secs, Reverse: true})
 		r.stop(t, true)
 		if err != nil {
@@ -340,5 +343,43 @@ func TestSweepRate(t *testing.T) {
 		s := r.res.Summary
 		fmt.Printf("SWEEP capacity %6.0f Mbps  goodput %7.1f Mbps  late %6.3f %%  max late %7.2f ms  delivered %d  overflow %d  retx %d  valid %v\n",
 			mbps, ip.BitsPerSecond/1e6, s.LatePct, s.MaxLateMs, s.DeliveredPackets, s.OverflowDrops, ip.Retransmits, s.Valid)
+	}
+}
+
+// TestEmulateCommand runs the built binary the way the bench does (ip
+// netns exec <emu> m2ho emulate ...): set M2HO_BIN to the m2ho binary.
+func TestEmulateCommand(t *testing.T) {
+	bin := os.Getenv("M2HO_BIN")
+	if bin == "" {
+		t.Skip("set M2HO_BIN=/path/to/m2ho to run the emulate command end to end")
+	}
+	c := newTestChain(t)
+	out := t.TempDir()
+	cmd := c.Exec(netns.Emu, bin, "emulate", "--scenario", "mixed-drive", "--duration", "12s", "--scale", "0.3", "--out", out, "--tun", "emuc0")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	done := make(chan error, 1)
+	var stdout []byte
+	go func() {
+		var err error
+		stdout, err = cmd.Output()
+		done <- err
+	}()
+	time.Sleep(time.Second)
+	ip, ierr := c.Iperf3(netns.Laptop, netns.Server, c.ServerAddr4, netns.Iperf3Options{Seconds: 9, Reverse: true})
+	if err := <-done; err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if ierr != nil {
+		t.Fatal(ierr)
+	}
+	t.Logf("iperf3 %.1f Mbps, %d retransmits\n%s%s", ip.BitsPerSecond/1e6, ip.Retransmits, stdout, stderr.String())
+	s := readSummary(t, out)
+	hos := tsvRows(t, filepath.Join(out, "handovers.tsv"), "report_s\tcommand_s\tra_s\tfrom\tto\ttype")
+	if s.Scale != 0.3 || int(s.Handovers) != len(hos) || !strings.Contains(string(stdout), "scale 0.3") {
+		t.Errorf("summary %+v, %d handover rows", s, len(hos))
+	}
+	if out, err := c.Exec(netns.Emu, "ip", "link", "show", "emuc0").CombinedOutput(); err == nil {
+		t.Errorf("TUN still there: %s", out)
 	}
 }

@@ -36,5 +36,5 @@ func (l *Link) write([]byte) error       { return errNotLinux }
 // NewDriver fails off Linux.
 func NewDriver(cfg DriverConfig, l *Link) (*Driver, error) { return nil, errNotLinux }
 
-func pinThread()   { runtime.LockOSThread() }
-func unpinThread() { runtime.UnlockOSThread() }
+func pinThread(int) error { runtime.LockOSThread(); return nil }
+func unpinThread(int)      { runtime.UnlockOSThread() }

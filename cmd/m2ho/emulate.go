@@ -30,13 +30,14 @@ type emulateFlags struct {
 	ueNets        []string
 	lateThreshold float64
 	dataDir       string
+	rtPriority    int
 }
 
 // newEmulateCmd is `m2ho emulate`: the real-time driver of the link model
 // (bench/emu) on a TUN device inside the emulator's network namespace.
 func newEmulateCmd(g *globalFlags) *cobra.Command {
 	f := emulateFlags{scenario: "mixed-drive", scale: 1, out: "emulate-out", tun: "emu0",
-		ueIf: "emu-in", netIf: "emu-out", lateThreshold: 1}
+		ueIf: "emu-in", netIf: "emu-out", lateThreshold: 1, rtPriority: 20}
 	cmd := &cobra.Command{
 		Use:   "emulate [flags]",
 		Short: "Emulate a 5G link with handovers on a TUN device (run inside the emulator's namespace)",
@@ -79,7 +80,8 @@ queue: a slow or absent proxy costs counted drops, never packet delay).
 Timing: the driver measures its own lateness. A delivery written more than
 1 ms after the model's due time is late; a run with more than
 --late-threshold percent late deliveries is marked invalid in
-emulator.json, not a result. --scale multiplies every capacity and buffer
+emulator.json, not a result. The packet loop runs real-time (SCHED_FIFO,
+--rt-priority) and sleeps in ppoll between deadlines. --scale multiplies every capacity and buffer
 for machines too slow for mmWave rates; it is printed with every result.
 
 Outputs in --out (the bench reads them):
@@ -120,6 +122,7 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 	fl.StringVar(&f.netIf, "net-if", f.netIf, "interface facing the server (network side)")
 	fl.StringSliceVar(&f.ueNets, "ue-net", nil, "UE-side prefixes, packets to them go down the link (default: the routes through --ue-if)")
 	fl.Float64Var(&f.lateThreshold, "late-threshold", f.lateThreshold, "percent of late deliveries (>1 ms after due) above which the run is invalid")
+	fl.IntVar(&f.rtPriority, "rt-priority", f.rtPriority, "run the packet loop SCHED_FIFO at this priority (1-99) so a busy machine does not delay deliveries; 0: normal scheduling")
 	fl.StringVar(&f.dataDir, "data-dir", "", "shared data directory for scenarios that read ../shared/data (default $M2HO_SHARED_DATA, else <repo>/../shared/data)")
 	return cmd
 }
@@ -195,7 +198,7 @@ func runEmulate(ctx context.Context, f emulateFlags, log *zap.Logger) error {
 		zap.Strings("routing", link.Routing()), zap.String("out", f.out))
 	d, err := emu.NewDriver(emu.DriverConfig{
 		Scenario: scn, Seed: f.seed, Duration: dur, SignalSocket: f.signalSocket, OutDir: f.out,
-		InvalidLatePct: f.lateThreshold,
+		InvalidLatePct: f.lateThreshold, RTPriority: f.rtPriority,
 		Progress: func(p emu.Progress) {
 			fmt.Fprintf(os.Stderr, "emulate %5.0fs/%.0fs  serving %s (%s)  handovers %d  down %7.1f Mbps  late %.2f%%\n",
 				p.Elapsed.Seconds(), p.Duration.Seconds(), p.Serving.ID, emu.CellTypeName(p.Serving.Type), p.Handovers, p.DownMbps, p.LatePct)
