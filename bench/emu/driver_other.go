@@ -37,4 +37,4 @@ func (l *Link) write([]byte) error       { return errNotLinux }
 func NewDriver(cfg DriverConfig, l *Link) (*Driver, error) { return nil, errNotLinux }
 
 func pinThread(int) error { runtime.LockOSThread(); return nil }
-func unpinThread(int)      { runtime.UnlockOSThread() }
+func unpinThread(int)     { runtime.UnlockOSThread() }
