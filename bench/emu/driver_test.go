@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -373,4 +374,51 @@ func TestDriverLoopInMemory(t *testing.T) {
 		t.Errorf("%v allocations per packet pair", allocs)
 	}
 	d.closeFiles()
+}
+
+func TestFromEventsSkipsNonHandovers(t *testing.T) {
+	d := time.Date(0, 1, 1, 10, 0, 0, 0, time.UTC)
+	evs := []signaling.Event{
+		{Time: d, Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "a", Type: signaling.CellSub6}},
+		{Time: d.Add(2 * time.Second), Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "a", Type: signaling.CellSub6}}, // same cell
+		{Time: d.Add(4 * time.Second), Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "b", Type: signaling.CellMmWave}},
+		{Time: d.Add(4*time.Second + 50*time.Millisecond), Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "c", Type: signaling.CellSub6}}, // too soon
+		{Time: d.Add(6 * time.Second), Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "c", Type: signaling.CellSub6}},
+	}
+	s := FromEvents(evs, func(x time.Time) time.Duration { return x.Sub(d) }, time.Second)
+	var got []string
+	for _, h := range s.Handovers {
+		got = append(got, h.To)
+	}
+	if strings.Join(got, ",") != "a,b,c" {
+		t.Errorf("handovers to %v, want a,b,c", got)
+	}
+}
+
+func TestMeasuredScenarioBuildsModel(t *testing.T) {
+	dir := DataDir("")
+	if _, err := os.Stat(filepath.Join(dir, "m2ho-mobicom24")); err != nil {
+		t.Skipf("shared data not found at %s (set M2HO_SHARED_DATA)", dir)
+	}
+	xcal := func(path string) ([]signaling.Event, error) {
+		evs, _, errs := signaling.ReadAll(path, signaling.FormatXCAL)
+		for _, err := range errs {
+			var pe *signaling.ParseError
+			if !errors.As(err, &pe) {
+				return nil, err
+			}
+		}
+		return evs, nil
+	}
+	s, err := Builtin("measured", LoadOptions{XCAL: xcal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(s.Config, t0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(m.HandoverRecords(s.Config.Duration)); n == 0 {
+		t.Error("the measured drive has no handovers")
+	}
 }
