@@ -208,6 +208,7 @@ type Model struct {
 	ci      int
 	plans   []hoPlan
 	windows []window
+	alarms  []window // false alarms: report → A1
 	pending ring[Delivery]
 
 	lateThr time.Duration
@@ -465,6 +466,7 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		if a1 <= 0 {
 			a1 = m.cfg.A1After
 		}
+		m.alarms = append(m.alarms, window{fa.At, fa.At + a1})
 		m.ctrls = append(m.ctrls,
 			ctrl{t: fa.At, kind: ctrlReport, ho: -1, ev: rep},
 			ctrl{t: fa.At + a1, kind: ctrlA1, ho: -1, ev: signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA1, Serving: m.cells[s].sig}})

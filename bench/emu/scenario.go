@@ -49,6 +49,9 @@ type LoadOptions struct {
 	// ../shared/data/ (default: $M2HO_SHARED_DATA, else the repository's
 	// ../shared/data).
 	DataDir string
+	// Duration, when > 0, replaces the file's duration before a synthetic
+	// schedule is drawn, so a longer run gets handovers all along.
+	Duration time.Duration
 }
 
 // ByteSize is a byte count written as an integer or with a unit: B, KB,
@@ -345,6 +348,9 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	}
 	l := &loader{src: src, base: base, opts: opts, iperf: map[string]*IperfUDP{}}
 	cfg := DefaultConfig()
+	if opts.Duration > 0 {
+		f.Duration = opts.Duration
+	}
 	cfg.Seed, cfg.Duration = f.Seed, f.Duration
 	if f.Duration <= 0 || f.Duration > 24*time.Hour {
 		return nil, errors.New("duration: must be in (0, 24h] (e.g. 60s)")

@@ -204,6 +204,11 @@ func pickTarget(cells []CellRef, cur int, vertical float64, r *rand.Rand) int {
 // report kind and the lead time; a report with no command within maxLead is
 // a false alarm. since maps an event time to the run's timeline (e.g.
 // SinceTimeOfDay with the iperf3 log's start); events before 0 are ignored.
+// minHOGap is the shortest command-to-command gap FromEvents keeps: the
+// model needs the previous handover (33 ms to execution + 27 ms
+// interruption by default) complete before the next command.
+const minHOGap = 100 * time.Millisecond
+
 func FromEvents(evs []signaling.Event, since func(time.Time) time.Duration, maxLead time.Duration) Schedule {
 	var s Schedule
 	type rep struct {
@@ -213,6 +218,8 @@ func FromEvents(evs []signaling.Event, since func(time.Time) time.Duration, maxL
 	var pending []rep
 	anon := map[signaling.CellType]int{}
 	serving := signaling.CellUnknown
+	servingID := ""
+	lastCmd := time.Duration(-1 << 62)
 	for _, e := range evs {
 		t := since(e.Time)
 		switch e.Kind {
@@ -258,6 +265,13 @@ func FromEvents(evs []signaling.Event, since func(time.Time) time.Duration, maxL
 				serving = tt
 				continue
 			}
+			// A command that keeps the data on the same cell (an LTE
+			// anchor change under the same NR cell), or that comes
+			// before the previous handover could complete, is not a
+			// handover of the emulated link.
+			if id == servingID || t-lastCmd < minHOGap {
+				continue
+			}
 			h := Handover{At: t, To: id, ToType: tt}
 			if found {
 				h.Report = lead.e.Meas
@@ -270,7 +284,7 @@ func FromEvents(evs []signaling.Event, since func(time.Time) time.Duration, maxL
 				s.StartType = serving
 			}
 			s.Handovers = append(s.Handovers, h)
-			serving = tt
+			serving, servingID, lastCmd = tt, id, t
 		}
 	}
 	for _, p := range pending {

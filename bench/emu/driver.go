@@ -1,0 +1,520 @@
+package emu
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// packetIO is what the driver needs from its packet device: one TUN that
+// every packet crossing the emulator enters (tun.SetupRouting with the
+// phone-side and server-side interfaces), read without blocking and waited
+// on with a precise deadline.
+type packetIO interface {
+	// wait blocks until a packet may be readable or deadline passes.
+	wait(deadline time.Time) error
+	// read reads one packet into b without blocking; 0, nil when none.
+	read(b []byte) (int, error)
+	// write sends one packet.
+	write(b []byte) error
+}
+
+// DriverConfig says what to run and where the results go.
+type DriverConfig struct {
+	Scenario *Scenario // resolved, already Scaled
+	Seed     uint64    // 0 = the scenario's
+	Duration time.Duration
+	// UENets are the UE-side prefixes (packets to them are downlink).
+	UENets []netip.Prefix
+	// SignalSocket is the proxy's signalling socket ("" = none).
+	SignalSocket string
+	// OutDir receives events.jsonl, mm-down.log, mm-up.log while running,
+	// and the other outputs at the end (WriteOutputs).
+	OutDir string
+	// LateThreshold: a delivery written more than this after its Due is
+	// late (default 1 ms). InvalidLatePct: a run with more late deliveries
+	// than this percentage is invalid (default 1).
+	LateThreshold  time.Duration
+	InvalidLatePct float64
+	// Progress, if set, is called about every second from the packet loop.
+	Progress func(Progress)
+	// SignalQueue bounds the events waiting for the socket (default 8192).
+	SignalQueue int
+	// RTPriority, when > 0, runs the packet loop's thread SCHED_FIFO at
+	// this priority (1-99, needs root), so that other processes on a busy
+	// machine do not delay deliveries; it sleeps in ppoll between
+	// deadlines, so it does not starve them.
+	RTPriority int
+}
+
+// Progress is a snapshot of a running emulation.
+type Progress struct {
+	Elapsed, Duration time.Duration
+	Serving           signaling.Cell
+	Handovers         int64
+	DownMbps          float64 // delivered downlink rate over the last interval
+	LatePct           float64
+}
+
+// Result is a finished run.
+type Result struct {
+	Summary     Summary
+	Counters    Counters
+	Handovers   []HandoverRecord
+	FalseAlarms []FalseAlarmRecord
+	Capacity    []CapacityBin
+	Ignored     int64 // packets the link does not carry (multicast, link-local, non-IP)
+	TooBig      int64 // packets larger than a buffer
+	WriteErrors int64
+	EventsSent  int64 // events the signalling socket accepted
+}
+
+// DriverStats are the driver's own counters.
+type DriverStats struct {
+	Delivered, Late, Ignored, TooBig, WriteErrors, DupAcks int64
+	MaxLate                                                time.Duration
+}
+
+// Driver runs a Model in real time on a packet device. The model is owned
+// by the goroutine in Run; nothing else touches it.
+type Driver struct {
+	cfg  DriverConfig
+	io   packetIO
+	m    *Model
+	cls  Classifier
+	dup  DupAckCounter
+	pool pool
+	pub  *publisher
+
+	out []Delivery
+	ev  []signaling.Event
+
+	events    *os.File
+	eventsBuf *bufio.Writer
+	evw       *signaling.Writer
+	logFiles  [2]*os.File
+	logs      [2]*MMLog
+	published int64
+
+	st DriverStats
+}
+
+// bufSize is a packet buffer: a 1500-byte MTU packet and room to tell a
+// larger one (a read that fills the buffer is refused).
+const bufSize = 2048
+
+// NewDriver prepares a run on dev: it creates the output directory and
+// the files written while running. Run starts the clock.
+func newDriver(cfg DriverConfig, dev packetIO) (*Driver, error) {
+	if cfg.Scenario == nil {
+		return nil, errors.New("emu: DriverConfig.Scenario: nil")
+	}
+	if cfg.Duration <= 0 {
+		cfg.Duration = cfg.Scenario.Config.Duration
+	}
+	if cfg.Duration <= 0 {
+		return nil, errors.New("emu: DriverConfig.Duration: must be > 0")
+	}
+	if cfg.LateThreshold <= 0 {
+		cfg.LateThreshold = time.Millisecond
+	}
+	if cfg.InvalidLatePct <= 0 {
+		cfg.InvalidLatePct = 1
+	}
+	if cfg.SignalQueue <= 0 {
+		cfg.SignalQueue = 8192
+	}
+	if cfg.OutDir == "" {
+		return nil, errors.New("emu: DriverConfig.OutDir: empty")
+	}
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	d := &Driver{cfg: cfg, io: dev, cls: Classifier{UE: cfg.UENets},
+		out: make([]Delivery, 0, 1024), ev: make([]signaling.Event, 0, 256)}
+	d.pool.init(4096)
+	var err error
+	if d.events, err = os.Create(filepath.Join(cfg.OutDir, "events.jsonl")); err != nil {
+		return nil, err
+	}
+	d.eventsBuf = bufio.NewWriterSize(d.events, 256<<10)
+	d.evw = signaling.NewWriter(d.eventsBuf)
+	for i, name := range []string{"mm-down.log", "mm-up.log"} {
+		if d.logFiles[i], err = os.Create(filepath.Join(cfg.OutDir, name)); err != nil {
+			d.closeFiles()
+			return nil, err
+		}
+	}
+	if cfg.SignalSocket != "" {
+		d.pub = newPublisher(cfg.SignalSocket, cfg.SignalQueue)
+	}
+	return d, nil
+}
+
+func (d *Driver) closeFiles() error {
+	var errs []error
+	if d.eventsBuf != nil {
+		errs = append(errs, d.eventsBuf.Flush())
+	}
+	if d.events != nil {
+		errs = append(errs, d.events.Close())
+	}
+	for i, f := range d.logFiles {
+		if d.logs[i] != nil {
+			errs = append(errs, d.logs[i].Flush())
+		}
+		if f != nil {
+			errs = append(errs, f.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns the driver's counters (only safe once Run has returned).
+func (d *Driver) Stats() DriverStats { return d.st }
+
+// spinBelow: waits shorter than this are spun (a kernel timer wake-up
+// costs tens of microseconds of jitter); longer ones sleep in the kernel
+// until the deadline.
+const spinBelow = 50 * time.Microsecond
+
+// maxWait bounds one sleep so that a stop request is seen promptly.
+const maxWait = 5 * time.Millisecond
+
+// Run emulates the link in real time until the duration is over or ctx
+// is done, then writes every output file and returns the result. It must
+// run on one goroutine; it locks it to its OS thread.
+func (d *Driver) Run(ctx context.Context) (res Result, err error) {
+	start := time.Now()
+	m, err := New(d.cfg.Scenario.Config, start, d.cfg.Seed)
+	if err != nil {
+		d.closeFiles()
+		return res, err
+	}
+	d.m = m
+	src := d.cfg.Scenario.Source
+	d.logs[Down] = NewMMLog(d.logFiles[Down], "downlink", src)
+	d.logs[Up] = NewMMLog(d.logFiles[Up], "uplink", src)
+	m.SetLog(Down, d.logs[Down])
+	m.SetLog(Up, d.logs[Up])
+	if d.pub != nil {
+		go d.pub.run()
+	}
+	var stop atomic.Bool
+	watch := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			stop.Store(true)
+		case <-watch:
+		}
+	}()
+	defer close(watch)
+
+	end := start.Add(d.cfg.Duration)
+	nextProgress := start.Add(time.Second)
+	var lastBytes int64
+	lastProgress := start
+	if err := pinThread(d.cfg.RTPriority); err != nil {
+		d.closeFiles()
+		return res, err
+	}
+	var loopErr error
+	for !stop.Load() {
+		now := time.Now()
+		if !now.Before(end) {
+			now = end
+		}
+		m.Step(now, &d.out, &d.ev)
+		d.flush()
+		if !now.Before(end) {
+			break
+		}
+		if err := d.ingest(now); err != nil {
+			loopErr = err
+			break
+		}
+		m.Step(now, &d.out, &d.ev)
+		d.flush()
+		if d.cfg.Progress != nil && !now.Before(nextProgress) {
+			c := m.Counters()
+			b := c.DeliveredBytes[Down]
+			d.cfg.Progress(Progress{Elapsed: now.Sub(start), Duration: d.cfg.Duration, Serving: m.Serving(),
+				Handovers: totalHO(&c), DownMbps: float64(b-lastBytes) * 8 / now.Sub(lastProgress).Seconds() / 1e6,
+				LatePct: d.latePct()})
+			lastBytes, lastProgress = b, now
+			nextProgress = nextProgress.Add(time.Second)
+		}
+		deadline := end
+		if w, ok := m.NextWake(); ok && w.Before(deadline) {
+			deadline = w
+		}
+		if lim := now.Add(maxWait); lim.Before(deadline) {
+			deadline = lim
+		}
+		if time.Until(deadline) > spinBelow {
+			if err := d.io.wait(deadline); err != nil {
+				loopErr = err
+				break
+			}
+		}
+	}
+	elapsed := min(time.Since(start), d.cfg.Duration)
+	return d.finish(start, elapsed, loopErr)
+}
+
+func totalHO(c *Counters) int64 {
+	return c.Handovers[0][0] + c.Handovers[0][1] + c.Handovers[1][0] + c.Handovers[1][1]
+}
+
+func (d *Driver) latePct() float64 {
+	if d.st.Delivered == 0 {
+		return 0
+	}
+	return float64(d.st.Late) / float64(d.st.Delivered) * 100
+}
+
+// ingest reads every packet the device holds (up to a batch) and hands
+// each to the model. It allocates nothing unless the pool must grow.
+func (d *Driver) ingest(now time.Time) error {
+	for range 256 {
+		id := d.pool.get()
+		b := d.pool.buf(id)
+		n, err := d.io.read(b)
+		if err != nil {
+			d.pool.put(id)
+			return err
+		}
+		if n == 0 {
+			d.pool.put(id)
+			return nil
+		}
+		if n >= len(b) {
+			d.st.TooBig++
+			d.pool.put(id)
+			continue
+		}
+		dir, ok := d.cls.Dir(b[:n])
+		if !ok {
+			d.st.Ignored++
+			d.pool.put(id)
+			continue
+		}
+		d.pool.size[id] = int32(n)
+		d.m.Enqueue(now, dir, uint64(id), n)
+	}
+	return nil
+}
+
+// flush writes the deliveries of the last Step to the device (in model
+// order), frees their buffers, measures lateness against the write time,
+// and records and publishes the events.
+func (d *Driver) flush() {
+	if len(d.out) > 0 {
+		for i := range d.out {
+			dl := &d.out[i]
+			id := uint32(dl.ID)
+			if !dl.Dropped {
+				p := d.pool.buf(id)[:d.pool.size[id]]
+				if err := d.io.write(p); err != nil {
+					d.st.WriteErrors++
+				} else if dl.Dir == Up && d.dup.Observe(p) {
+					d.st.DupAcks++
+				}
+			}
+			d.pool.put(id)
+		}
+		written := time.Now()
+		for i := range d.out {
+			dl := &d.out[i]
+			if dl.Dropped {
+				continue
+			}
+			d.st.Delivered++
+			if late := written.Sub(dl.Due); late > d.cfg.LateThreshold {
+				d.st.Late++
+				d.st.MaxLate = max(d.st.MaxLate, late)
+			}
+		}
+		d.out = d.out[:0]
+	}
+	for i := range d.ev {
+		e := &d.ev[i]
+		d.evw.Write(e)
+		d.published++
+		if d.pub != nil {
+			d.pub.offer(e)
+		}
+	}
+	d.ev = d.ev[:0]
+}
+
+// finish stops the publisher, closes the running files and writes the
+// end-of-run outputs.
+func (d *Driver) finish(start time.Time, elapsed time.Duration, loopErr error) (Result, error) {
+	unpinThread(d.cfg.RTPriority)
+	m := d.m
+	var res Result
+	var sent, dropped int64
+	if d.pub != nil {
+		sent, dropped = d.pub.close(time.Second)
+	}
+	errs := []error{loopErr, d.closeFiles()}
+	c := m.Counters()
+	res.Counters = c
+	res.Handovers = m.HandoverRecords(elapsed)
+	res.FalseAlarms = m.FalseAlarmRecords(elapsed)
+	res.Capacity = m.CapacityBins(100*time.Millisecond, elapsed)
+	res.Ignored, res.TooBig, res.WriteErrors, res.EventsSent = d.st.Ignored, d.st.TooBig, d.st.WriteErrors, sent
+	scale := d.cfg.Scenario.Config.Scale
+	if scale == 0 {
+		scale = 1
+	}
+	lp := d.latePct()
+	res.Summary = Summary{
+		Scenario: d.cfg.Scenario.Name, Scale: scale, StartUnixNS: start.UnixNano(), DurationS: elapsed.Seconds(),
+		Valid: loopErr == nil && lp <= d.cfg.InvalidLatePct, LatePct: lp,
+		MaxLateMs:        float64(d.st.MaxLate) / float64(time.Millisecond),
+		DeliveredPackets: d.st.Delivered, OverflowDrops: c.OverflowDrops, ReorderFlushes: c.ReorderFlushes,
+		FlushedHoles: c.FlushedHoles, FalseAlarms: int64(len(res.FalseAlarms)), Handovers: int64(len(res.Handovers)),
+		DupAcksUp: d.st.DupAcks, EventsPublished: d.published, EventsDropped: dropped,
+	}
+	errs = append(errs, WriteOutputs(d.cfg.OutDir, &res))
+	return res, errors.Join(errs...)
+}
+
+// WriteOutputs writes capacity.tsv, handovers.tsv, falsealarms.tsv and
+// emulator.json into dir.
+func WriteOutputs(dir string, r *Result) error {
+	write := func(name string, f func(*os.File) error) error {
+		fh, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		if err := f(fh); err != nil {
+			fh.Close()
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		return fh.Close()
+	}
+	return errors.Join(
+		write("capacity.tsv", func(f *os.File) error { return WriteCapacityTSV(f, r.Capacity) }),
+		write("handovers.tsv", func(f *os.File) error { return WriteHandoversTSV(f, r.Handovers) }),
+		write("falsealarms.tsv", func(f *os.File) error { return WriteFalseAlarmsTSV(f, r.FalseAlarms) }),
+		write("emulator.json", func(f *os.File) error { return WriteSummary(f, r.Summary) }),
+	)
+}
+
+// pool holds the payloads of the packets inside the model, by id: the
+// model only keeps (id, size). It grows in chunks and never shrinks, so a
+// steady state allocates nothing.
+type pool struct {
+	bufs [][]byte
+	size []int32
+	free []uint32
+}
+
+func (p *pool) init(n int) { p.grow(n) }
+
+func (p *pool) grow(n int) {
+	chunk := make([]byte, n*bufSize)
+	base := len(p.bufs)
+	for i := range n {
+		p.bufs = append(p.bufs, chunk[i*bufSize:(i+1)*bufSize:(i+1)*bufSize])
+		p.size = append(p.size, 0)
+		p.free = append(p.free, uint32(base+n-1-i))
+	}
+}
+
+func (p *pool) get() uint32 {
+	if len(p.free) == 0 {
+		p.grow(len(p.bufs))
+	}
+	id := p.free[len(p.free)-1]
+	p.free = p.free[:len(p.free)-1]
+	return id
+}
+
+func (p *pool) put(id uint32) { p.free = append(p.free, id) }
+
+func (p *pool) buf(id uint32) []byte { return p.bufs[id] }
+
+// publisher sends events to the proxy's signalling socket from its own
+// goroutine, so the packet path never waits for the socket: offer drops
+// (and counts) when the bounded queue is full, and the sender reconnects
+// when the socket goes away, dropping what it could not send meanwhile.
+type publisher struct {
+	path    string
+	ch      chan signaling.Event
+	done    chan struct{}
+	once    sync.Once
+	sent    atomic.Int64
+	dropped atomic.Int64
+}
+
+// redialEvery bounds reconnection attempts while the socket is away.
+const redialEvery = 50 * time.Millisecond
+
+func newPublisher(path string, queue int) *publisher {
+	return &publisher{path: path, ch: make(chan signaling.Event, queue), done: make(chan struct{})}
+}
+
+func (p *publisher) offer(e *signaling.Event) {
+	select {
+	case p.ch <- *e:
+	default:
+		p.dropped.Add(1)
+	}
+}
+
+func (p *publisher) run() {
+	defer close(p.done)
+	var c *signaling.Client
+	var nextDial time.Time
+	for e := range p.ch {
+		if c == nil {
+			if time.Now().Before(nextDial) {
+				p.dropped.Add(1)
+				continue
+			}
+			var err error
+			if c, err = signaling.Dial(p.path); err != nil {
+				c = nil
+				nextDial = time.Now().Add(redialEvery)
+				p.dropped.Add(1)
+				continue
+			}
+		}
+		if err := c.Send(&e); err != nil {
+			c.Close()
+			c = nil
+			p.dropped.Add(1)
+			continue
+		}
+		p.sent.Add(1)
+	}
+	if c != nil {
+		c.Close()
+	}
+}
+
+// close ends the queue and waits up to timeout for the sender to drain
+// it; what is left counts as dropped.
+func (p *publisher) close(timeout time.Duration) (sent, dropped int64) {
+	p.once.Do(func() { close(p.ch) })
+	select {
+	case <-p.done:
+	case <-time.After(timeout):
+		p.dropped.Add(int64(len(p.ch)))
+	}
+	return p.sent.Load(), p.dropped.Load()
+}

@@ -1,0 +1,196 @@
+//go:build linux
+
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"runtime"
+	"time"
+	"unsafe"
+
+	"github.com/songgao/water"
+	"golang.org/x/sys/unix"
+
+	"github.com/m2ho/m2ho/tun"
+)
+
+// LinkConfig names the emulator namespace's interfaces.
+type LinkConfig struct {
+	TUN   string // TUN device to create (e.g. "emu0")
+	UEIf  string // faces the phone (netns.EmuInIf)
+	NetIf string // faces the server (netns.EmuOutIf)
+	// UENets are the UE-side prefixes; empty means every route through
+	// UEIf (its connected subnet and what lies behind the phone).
+	UENets []netip.Prefix
+}
+
+// Link is the emulator's packet device: one TUN that receives every
+// packet arriving on UEIf or NetIf (tun.SetupRouting, DESIGN.md "Packet
+// path"); packets written back leave through the main table. One TUN is
+// enough because the direction follows from the destination address.
+//
+// It reads the TUN's file descriptor directly instead of through
+// tun.Linux: the driver must sleep until the model's next deadline OR a
+// packet, with sub-millisecond precision, which ppoll(2) on the descriptor
+// gives and a blocking Read does not.
+type Link struct {
+	ifce    *water.Interface
+	fd      int
+	routing *tun.Routing
+	// UENets are the prefixes in use (given or discovered).
+	UENets []netip.Prefix
+}
+
+// OpenLink creates the TUN and the policy routing in the calling thread's
+// network namespace (run it inside the emulator's namespace) and, without
+// UENets, reads them from the routes through UEIf. Close undoes it all
+// (in the same namespace).
+func OpenLink(cfg LinkConfig) (l *Link, err error) {
+	if cfg.TUN == "" || cfg.UEIf == "" || cfg.NetIf == "" {
+		return nil, errors.New("emu: LinkConfig: TUN, UEIf and NetIf are all needed")
+	}
+	l = &Link{UENets: cfg.UENets, fd: -1}
+	if len(l.UENets) == 0 {
+		for _, fam := range []string{"-4", "-6"} {
+			out, err := exec.Command("ip", fam, "-o", "route", "show", "dev", cfg.UEIf).Output()
+			if err != nil {
+				return nil, fmt.Errorf("emu: routes of %s (is it the phone-side interface of this namespace?): %w", cfg.UEIf, err)
+			}
+			l.UENets = append(l.UENets, RoutePrefixes(string(out))...)
+		}
+		if len(l.UENets) == 0 {
+			return nil, fmt.Errorf("emu: no routes through %s to take the UE prefixes from; give them (--ue-net)", cfg.UEIf)
+		}
+	}
+	l.ifce, err = water.New(water.Config{DeviceType: water.TUN,
+		PlatformSpecificParams: water.PlatformSpecificParams{Name: cfg.TUN}})
+	if err != nil {
+		return nil, fmt.Errorf("emu: opening TUN %s: %w", cfg.TUN, err)
+	}
+	defer func() {
+		if err != nil {
+			l.ifce.Close()
+		}
+	}()
+	f, ok := l.ifce.ReadWriteCloser.(*os.File)
+	if !ok {
+		return nil, errors.New("emu: water returned a non-file TUN")
+	}
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	// The descriptor stays valid while l.ifce is open; Go already made it
+	// non-blocking.
+	raw.Control(func(fd uintptr) { l.fd = int(fd) })
+	if err := unix.SetNonblock(l.fd, true); err != nil {
+		return nil, err
+	}
+	l.routing, err = tun.SetupRouting(tun.RoutingConfig{TetherIf: cfg.UEIf, UplinkIf: cfg.NetIf, TUN: cfg.TUN})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Routing describes the policy routing in force.
+func (l *Link) Routing() []string { return l.routing.Describe() }
+
+// Close undoes the routing and removes the TUN. Call it in the namespace
+// OpenLink ran in.
+func (l *Link) Close() error {
+	var err error
+	if l.routing != nil {
+		err = l.routing.Undo()
+	}
+	return errors.Join(err, l.ifce.Close())
+}
+
+// The packet loop's system calls are raw: they keep the goroutine's P, so
+// the runtime never has to hand it back after a sleep or a long TUN write
+// (a write runs the kernel's forwarding inline), which under load cost
+// milliseconds. Sleeps are bounded by maxWait, so a stop-the-world waits
+// at most that long, and the loop allocates nothing, so GC is rare.
+
+func (l *Link) wait(deadline time.Time) error {
+	d := time.Until(deadline)
+	if d <= 0 {
+		return nil
+	}
+	ts := unix.NsecToTimespec(int64(d))
+	fds := [1]unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
+	_, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if e != 0 && e != unix.EINTR {
+		return fmt.Errorf("emu: ppoll: %w", e)
+	}
+	return nil
+}
+
+func (l *Link) read(b []byte) (int, error) {
+	for {
+		n, _, e := unix.RawSyscall(unix.SYS_READ, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EAGAIN:
+			return 0, nil
+		case unix.EINTR:
+			continue
+		}
+		return 0, fmt.Errorf("emu: TUN read: %w", e)
+	}
+}
+
+func (l *Link) write(b []byte) error {
+	for {
+		_, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(l.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch e {
+		case 0:
+			return nil
+		case unix.EINTR:
+			continue
+		}
+		return e
+	}
+}
+
+// NewDriver prepares a run on l (see DriverConfig); UENets default to the
+// link's.
+func NewDriver(cfg DriverConfig, l *Link) (*Driver, error) {
+	if len(cfg.UENets) == 0 {
+		cfg.UENets = l.UENets
+	}
+	return newDriver(cfg, l)
+}
+
+// pinThread keeps the packet loop on one OS thread and makes its kernel
+// timers exact (timer slack 1 ns instead of 50 µs), so ppoll wakes at the
+// model's deadline.
+func pinThread(rtPrio int) error {
+	runtime.LockOSThread()
+	unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	if rtPrio > 0 {
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: uint32(rtPrio)}
+		if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+			runtime.UnlockOSThread()
+			return fmt.Errorf("emu: SCHED_FIFO priority %d for the packet loop: %w", rtPrio, err)
+		}
+	}
+	return nil
+}
+
+// unpinThread puts the loop's thread back to normal scheduling and
+// releases it to the runtime.
+func unpinThread(rtPrio int) {
+	if rtPrio > 0 {
+		attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_NORMAL}
+		if unix.SchedSetAttr(0, &attr, 0) != nil {
+			return // stay locked: the thread exits with its goroutine
+		}
+	}
+	runtime.UnlockOSThread()
+}

@@ -1,0 +1,230 @@
+package emu
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// HandoverRecord is one handover of a run, as handovers.tsv lists it.
+// Times are offsets from the model's start.
+type HandoverRecord struct {
+	Report, Command, RA time.Duration
+	From, To            signaling.Cell
+}
+
+// TypeName is the handover's type in the bench's words: horizontal,
+// sub6-to-mmwave or mmwave-to-sub6 (LTE counts as sub-6).
+func (h HandoverRecord) TypeName() string { return HOTypeName(h.From.Type, h.To.Type) }
+
+// HOTypeName names the type of a handover from a cell of type from to one
+// of type to, as the output files spell it.
+func HOTypeName(from, to signaling.CellType) string {
+	switch signaling.ClassifyHO(from, to) {
+	case signaling.HOHorizontal:
+		return "horizontal"
+	case signaling.HOSub6ToMmWave:
+		return "sub6-to-mmwave"
+	case signaling.HOMmWaveToSub6:
+		return "mmwave-to-sub6"
+	}
+	return "unknown"
+}
+
+// FalseAlarmRecord is a measurement report withdrawn by an A1.
+type FalseAlarmRecord struct{ Report, A1 time.Duration }
+
+// CapacityBin is the serving cell's delivery capacity over one bin.
+type CapacityBin struct {
+	Start time.Duration
+	Mbps  float64        // 0 while the downlink is blocked by a handover
+	Cell  signaling.Cell // the cell serving at the end of the bin
+}
+
+// HandoverRecords lists the handovers whose command came by until (an
+// offset from the start): exactly the commands the model has emitted once
+// it was stepped to until.
+func (m *Model) HandoverRecords(until time.Duration) []HandoverRecord {
+	var out []HandoverRecord
+	for _, p := range m.plans {
+		if p.cmd > until {
+			break // plans are in command order
+		}
+		out = append(out, HandoverRecord{Report: p.report, Command: p.cmd, RA: p.ra,
+			From: m.cells[p.from].sig, To: m.cells[p.to].sig})
+	}
+	return out
+}
+
+// FalseAlarmRecords lists the false alarms whose A1 came by until, in
+// report order.
+func (m *Model) FalseAlarmRecords(until time.Duration) []FalseAlarmRecord {
+	var out []FalseAlarmRecord
+	for _, a := range m.alarms {
+		if a.to <= until {
+			out = append(out, FalseAlarmRecord{Report: a.from, A1: a.to})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Report < out[j].Report })
+	return out
+}
+
+// segment is a stretch of time with one serving cell; cell -1 means the
+// downlink is blocked (handover command until random access).
+type segment struct {
+	from, to time.Duration
+	cell     int
+}
+
+func (m *Model) segments(until time.Duration) []segment {
+	var segs []segment
+	serving := m.serving
+	if len(m.plans) > 0 {
+		serving = m.plans[0].from
+	}
+	t := time.Duration(0)
+	for _, p := range m.plans {
+		if p.cmd >= until {
+			break
+		}
+		if p.cmd > t {
+			segs = append(segs, segment{t, p.cmd, serving})
+		}
+		segs = append(segs, segment{max(t, p.cmd), min(p.ra, until), -1})
+		t, serving = min(p.ra, until), p.to
+	}
+	if t < until {
+		segs = append(segs, segment{t, until, serving})
+	}
+	return segs
+}
+
+// CapacityBins is the downlink capacity the serving cell offered in each
+// bin of length bin from 0 to until (the last bin may be shorter and is
+// averaged over its own length): the scaled capacity of the cell serving
+// at each instant, 0 from a handover command until random access (the
+// model serves no downlink then), the same capacity the mahimahi log's `#`
+// lines carry.
+func (m *Model) CapacityBins(bin, until time.Duration) []CapacityBin {
+	if bin <= 0 || until <= 0 {
+		return nil
+	}
+	segs := m.segments(until)
+	var out []CapacityBin
+	si := 0
+	for a := time.Duration(0); a < until; a += bin {
+		b := min(a+bin, until)
+		var bytes int64
+		cell, blockedAt := -1, -1
+		for si < len(segs) && segs[si].to <= a {
+			si++
+		}
+		for j := si; j < len(segs) && segs[j].from < b; j++ {
+			s := segs[j]
+			if s.cell < 0 {
+				cell, blockedAt = -1, j
+				continue
+			}
+			cell = s.cell
+			bytes += m.cells[s.cell].Capacity.Bytes(max(s.from, a), min(s.to, b))
+		}
+		if cell < 0 { // blocked at the end of the bin: name the target
+			cell = m.serving
+			for j := blockedAt + 1; blockedAt >= 0 && j < len(segs); j++ {
+				if segs[j].cell >= 0 {
+					cell = segs[j].cell
+					break
+				}
+			}
+			if blockedAt >= 0 && blockedAt+1 >= len(segs) {
+				// the run ended during the handover: its target
+				for _, p := range m.plans {
+					if p.cmd <= segs[blockedAt].from {
+						cell = p.to
+					}
+				}
+			}
+		}
+		out = append(out, CapacityBin{Start: a, Mbps: float64(bytes) * 8 / (b - a).Seconds() / 1e6, Cell: m.cells[cell].sig})
+	}
+	return out
+}
+
+// Summary is emulator.json, the run's contract with the bench.
+type Summary struct {
+	Scenario         string  `json:"scenario"`
+	Scale            float64 `json:"scale"`
+	StartUnixNS      int64   `json:"start_unix_ns"`
+	DurationS        float64 `json:"duration_s"`
+	Valid            bool    `json:"valid"`
+	LatePct          float64 `json:"late_pct"`
+	MaxLateMs        float64 `json:"max_late_ms"`
+	DeliveredPackets int64   `json:"delivered_packets"`
+	OverflowDrops    int64   `json:"overflow_drops"`
+	ReorderFlushes   int64   `json:"reorder_flushes"`
+	FlushedHoles     int64   `json:"flushed_holes"`
+	FalseAlarms      int64   `json:"false_alarms"`
+	Handovers        int64   `json:"handovers"`
+	DupAcksUp        int64   `json:"dup_acks_up"`
+	EventsPublished  int64   `json:"events_published"`
+	EventsDropped    int64   `json:"events_dropped"`
+}
+
+func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) }
+
+// CellTypeName is a cell type as the output files spell it: mmwave, or
+// sub6 (LTE included).
+func CellTypeName(t signaling.CellType) string {
+	if t == signaling.CellMmWave {
+		return "mmwave"
+	}
+	return "sub6"
+}
+
+// WriteCapacityTSV writes capacity.tsv: `t_s mbps cell type`, one row per
+// bin, t_s the bin's start.
+func WriteCapacityTSV(w io.Writer, bins []CapacityBin) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("t_s\tmbps\tcell\ttype\n")
+	for _, b := range bins {
+		fmt.Fprintf(bw, "%s\t%.3f\t%s\t%s\n", strconv.FormatFloat(b.Start.Seconds(), 'f', 3, 64), b.Mbps, b.Cell.ID, CellTypeName(b.Cell.Type))
+	}
+	return bw.Flush()
+}
+
+// WriteHandoversTSV writes handovers.tsv: `report_s command_s ra_s from
+// to type`.
+func WriteHandoversTSV(w io.Writer, hs []HandoverRecord) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("report_s\tcommand_s\tra_s\tfrom\tto\ttype\n")
+	for _, h := range hs {
+		fmt.Fprintf(bw, "%s\t%s\t%s\t%s\t%s\t%s\n", secs(h.Report), secs(h.Command), secs(h.RA), h.From.ID, h.To.ID, h.TypeName())
+	}
+	return bw.Flush()
+}
+
+// WriteFalseAlarmsTSV writes falsealarms.tsv: `report_s a1_s`.
+func WriteFalseAlarmsTSV(w io.Writer, fs []FalseAlarmRecord) error {
+	bw := bufio.NewWriter(w)
+	bw.WriteString("report_s\ta1_s\n")
+	for _, f := range fs {
+		fmt.Fprintf(bw, "%s\t%s\n", secs(f.Report), secs(f.A1))
+	}
+	return bw.Flush()
+}
+
+// WriteSummary writes emulator.json, indented, with a final newline.
+func WriteSummary(w io.Writer, s Summary) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
