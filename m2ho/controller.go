@@ -163,6 +163,14 @@ type Controller struct {
 	prevOnly     int // flows with payload in the previous epoch, not yet in this one
 
 	lastRTT time.Duration // latest smoothed RTT of any flow, for flows without their own
+
+	// Eqn 2 is armed from a handover mmWave → sub-6 until the next one
+	// into mmWave (§4.5): it keeps the window the server built on mmWave
+	// by limiting the rate with rwnd rather than letting the sub-6 buffer
+	// overflow, and lets go on the way back. stableCap is the target's
+	// ŝ_max, the clamp until c_est has its first sample in the new cell.
+	eqn2Armed bool
+	stableCap int
 }
 
 // New returns a Controller in Stable, in pass-through until the first
@@ -337,6 +345,12 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		c.obs.Prediction(now, o)
 		c.commanded, c.commandAt = true, now
 		c.prepare(o.Target)
+		switch {
+		case o.Target.Type == signaling.CellMmWave:
+			c.eqn2Armed = false
+		case o.Actual == MmWaveToSub6:
+			c.eqn2Armed = true
+		}
 		// The UE drops the source cell's link-layer context: a burst in
 		// progress will not finish as a drained queue.
 		c.burst.reset()
@@ -354,6 +368,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 			// received by now: the flush at the command has been seen,
 			// the holes come later from the target.
 			c.episode++
+			c.stableCap = c.sMax
 			c.serving = c.target
 			c.burst.reset()
 			// The new cell's capacity has nothing to do with the old one's.
@@ -545,11 +560,19 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 // minRTTSamples RTT samples and the estimator a complete interval (≥ 1
 // RTT of data); flows without timestamps are never touched.
 func (c *Controller) stableRwnd(f *Flow, p *Packet) Verdict {
-	if !c.stableRate || f.rttN < minRTTSamples || f.srtt <= 0 {
+	if !c.stableRate || !c.eqn2Armed {
 		return Verdict{}
 	}
 	r := c.est.Rate()
 	if !(r > 0) {
+		// Just arrived on sub-6 with a window sized for mmWave: until
+		// the new cell's rate is known, hold the flows to its buffer.
+		if c.stableCap > 0 {
+			return clampWindow(p, c.stableCap/c.shareOf(f), ReasonStableRate)
+		}
+		return Verdict{}
+	}
+	if f.rttN < minRTTSamples || f.srtt <= 0 {
 		return Verdict{}
 	}
 	cEst := r * f.srtt.Seconds()

@@ -511,6 +511,7 @@ func TestStableRateEqn2(t *testing.T) {
 	// RTT = RTT_min = 50 ms, c_est = 200000 B/s · 0.05 s = 10000 B:
 	// rwnd = 2·10000·50/50 = 20000 B → raw ceil(20000/128) = 157.
 	c := New(Config{})
+	c.eqn2Armed = true // as after a handover mmWave → sub-6 (TestEqn2Arming)
 	c.OnEvent(at(0), slotEv(0, 0))
 	var f Flow
 	c.Attach(at(0), &f)
@@ -537,6 +538,7 @@ func TestStableRateEqn2(t *testing.T) {
 	// 10000 B / 0.1 s = 100000 B/s; c_est = 100000·0.05625 = 5625 B;
 	// rwnd = 2·5625·50/56.25 = 10000 B → raw ceil(10000/128) = 79.
 	c = New(Config{})
+	c.eqn2Armed = true // as after a handover mmWave → sub-6 (TestEqn2Arming)
 	c.OnEvent(at(0), slotEv(0, 0))
 	var h Flow
 	c.Attach(at(0), &h)
@@ -555,6 +557,7 @@ func TestStableRateEqn2(t *testing.T) {
 	// with its first 10000 B: 2e7 B/s; srtt = 50 µs + (500-50)/8 µs =
 	// 106.25 µs; c_est = 2125 B; rwnd = 4250 B → raw ceil(4250/128) = 34.
 	c = New(Config{})
+	c.eqn2Armed = true // as after a handover mmWave → sub-6 (TestEqn2Arming)
 	c.OnEvent(at(0), slotEv(0, 0))
 	var lan Flow
 	c.Attach(at(0), &lan)
@@ -575,6 +578,7 @@ func TestStableRateEqn2(t *testing.T) {
 
 	// Switched off.
 	c = New(Config{StableRate: ToggleOff})
+	c.eqn2Armed = true // as after a handover mmWave → sub-6 (TestEqn2Arming)
 	c.OnEvent(at(0), slotEv(0, 0))
 	var k Flow
 	c.Attach(at(0), &k)
@@ -583,6 +587,7 @@ func TestStableRateEqn2(t *testing.T) {
 
 	// Two active flows share the rate: 20000/2 → ceil(10000/128) = 79.
 	c = New(Config{})
+	c.eqn2Armed = true // as after a handover mmWave → sub-6 (TestEqn2Arming)
 	c.OnEvent(at(0), slotEv(0, 0))
 	var m, other Flow
 	c.Attach(at(0), &m)
@@ -756,6 +761,7 @@ func TestOnPacketAllocs(t *testing.T) {
 
 func BenchmarkOnPacket(b *testing.B) {
 	c := New(Config{SignalLoss: time.Hour})
+	c.eqn2Armed = true
 	c.OnEvent(at(0), slotEv(0, 0))
 	var f Flow
 	c.Attach(at(0), &f)
@@ -810,3 +816,40 @@ func TestSuppressionFromCommand(t *testing.T) {
 }
 
 func lanSRTT(f *Flow) time.Duration { s, _, _ := f.RTT(); return s }
+
+// Eqn 2 is armed by a handover mmWave → sub-6 and disarmed by one into
+// mmWave (§4.5: keep the mmWave-sized window on sub-6, release it on the
+// way back). Armed, it clamps to the target's ŝ_max until c_est has a
+// sample in the new cell.
+func TestEqn2Arming(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := attach(fx, 0)
+	tsFlow(fx.c, f)
+	up := func(ms int) Verdict {
+		return fx.pkt(ms, f, &Packet{Dir: Uplink, Flags: FlagACK, Ack: 1 << 30, Window: 65535, WScale: 7, HasTS: true, TSval: 77})
+	}
+	check(t, "not armed at start: no Eqn 2", up(101), pass)
+	// A horizontal sub-6 handover does not arm it.
+	fx.ev(200, command(signaling.HOIntraNR, sub6, "A"))
+	fx.ev(260, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(400))
+	fx.want(Stable)
+	check(t, "after sub-6 → sub-6", up(401), pass)
+	// Onto mmWave, then back down to sub-6 B: armed.
+	fx.ev(1000, command(signaling.HOIntraNR, mmw, "M1"))
+	fx.ev(1060, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(1200))
+	check(t, "on mmWave", up(1201), pass)
+	fx.ev(2000, command(signaling.HOIntraNR, sub6, "B"))
+	fx.ev(2060, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(2200))
+	fx.want(Stable)
+	// c_est was reset at random access: hold to ŝ_max(B) = 60000 B,
+	// raw ceil(60000/128) = 469.
+	check(t, "armed, no rate yet: target's buffer", up(2201), rewrite(469, ReasonStableRate))
+	// Back to mmWave: released.
+	fx.ev(3000, command(signaling.HOIntraNR, mmw, "M2"))
+	fx.ev(3060, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(3200))
+	check(t, "back on mmWave", up(3201), pass)
+}

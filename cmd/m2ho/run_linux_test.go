@@ -683,8 +683,13 @@ func TestRunM2HOTransfer(t *testing.T) {
 	hoCmd := signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOIntraNR, Serving: cell88, Target: cell393}
 	raOK := signaling.Event{Kind: signaling.KindRandomAccess, RAReason: signaling.RAHandover, RAResult: signaling.RASuccess}
 
-	var dropped float64
-	for attempt := 1; attempt <= 5 && dropped == 0; attempt++ {
+	// Two handovers. On this path no hole ever forms (nothing reorders),
+	// so Smoothing has no duplicate ACK to suppress: ACKs still in flight
+	// below the mark are dropped when there are any, and a flow whose
+	// laptop already acknowledged everything is released at once. Real
+	// holes and their duplicate ACKs come from the emulator:
+	// TestRunSuppressesFlushDupACKs.
+	for attempt := 1; attempt <= 2; attempt++ {
 		// (a) Preparation: the server sees the clamp.
 		f.send(t, a3)
 		if v, ok := d.waitMetric(`m2ho_state{state="preparation"}`, func(v float64) bool { return v == 1 }, 2*time.Second); !ok {
@@ -713,8 +718,7 @@ func TestRunM2HOTransfer(t *testing.T) {
 		if m[`m2ho_state_entries_total{state="smoothing"}`] < float64(attempt) {
 			t.Fatalf("Smoothing entered %v times after %d handovers\nlog:\n%s", m[`m2ho_state_entries_total{state="smoothing"}`], attempt, d.stderr.String())
 		}
-		dropped = m[`m2ho_ack_drops_total{reason="smoothing"}`]
-		t.Logf("attempt %d: %v pure ACKs dropped in Smoothing", attempt, dropped)
+		t.Logf("attempt %d: %v pure ACKs dropped in Smoothing so far", attempt, m[`m2ho_ack_drops_total{reason="smoothing"}`])
 
 		// Recovered: back in Stable the laptop's own window reaches the
 		// server again.
@@ -729,16 +733,13 @@ func TestRunM2HOTransfer(t *testing.T) {
 			t.Errorf("attempt %d: the window did not recover after the handover: %v", attempt, after)
 		}
 	}
-	if dropped == 0 {
-		t.Errorf("no pure ACK dropped in Smoothing in 5 handovers")
-	}
 	tr.wait(t)
 
 	m := d.metrics()
 	for _, k := range []string{
 		`m2ho_packets_total{dir="downlink"}`, `m2ho_packets_total{dir="uplink"}`,
 		`m2ho_bytes_total{dir="downlink"}`, `m2ho_bytes_total{dir="uplink"}`,
-		`m2ho_window_rewrites_total{reason="preparation"}`, `m2ho_ack_drops_total{reason="smoothing"}`,
+		`m2ho_window_rewrites_total{reason="preparation"}`,
 		`m2ho_state_entries_total{state="preparation"}`, `m2ho_state_entries_total{state="smoothing"}`,
 		`m2ho_state_entries_total{state="stable"}`, `m2ho_state_seconds_total{state="preparation"}`,
 		`m2ho_predictions_total{outcome="predicted"}`, `m2ho_predictions_total{outcome="confirmed"}`,
@@ -794,9 +795,19 @@ func TestRunM2HOTransfer(t *testing.T) {
 func TestRunStableRate(t *testing.T) {
 	needKernel(t)
 	c := newChain(t)
-	d := startDaemon(t, c, "--default-mode", "m2ho", "--signal-timeout", "300ms")
+	// On this sub-millisecond path Eqn 2 reads RTT_min/RTT as 1 (the
+	// 5 ms floor), so with λ = 2 it allows twice what was delivered and
+	// never binds; λ = 0.5 makes it bind, so that its stop is visible.
+	d := startDaemon(t, c, "--default-mode", "m2ho", "--signal-timeout", "300ms", "--lambda", "0.5")
 	f := dialFeeder(t, d)
+	// Eqn 2 is armed by a handover from mmWave down to sub-6 (§4.5).
+	f.send(t, signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOSNChange,
+		Serving: signaling.Cell{ID: "m1", Type: signaling.CellMmWave}, Target: cell88},
+		signaling.Event{Kind: signaling.KindRandomAccess, RAReason: signaling.RAHandover, RAResult: signaling.RASuccess})
 	f.send(t, periodic(cell88))
+	if v, ok := d.waitMetric(`m2ho_state_entries_total{state="stable"}`, func(v float64) bool { return v >= 1 }, 2*time.Second); !ok {
+		t.Fatalf("no return to Stable after the handover (%v)\nlog:\n%s", v, d.stderr.String())
+	}
 	tr := startTransfer(t, c)
 	for tr.received.Load() < 8<<20 {
 		f.send(t, periodic(cell88))
