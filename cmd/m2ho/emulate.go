@@ -60,9 +60,11 @@ commercial sub-6 n77 / mmWave n261 network):
   - A measurement report comes a lead time before the handover command
     (~146 ms on average): A3 for a horizontal handover, B1 or A5 for
     sub-6->mmWave, A2 for mmWave->sub-6. This is the warning M2HO acts on.
-  - Finding 1, hard interruption: from the command's execution until random
-    access to the target completes (27 ms by default) nothing is delivered
-    in either direction, while the server keeps sending.
+  - Finding 1, hard interruption: the UE leaves the source at the command;
+    from then until random access to the target completes (33 ms to
+    execution plus the 27 ms interruption, by default) nothing is delivered
+    in either direction (what the UE sends waits in its buffer), while the
+    server keeps sending.
   - Finding 2, reordering flush: a few packets need link-layer
     retransmission; packets behind them wait in the UE's reordering buffer.
     The handover command flushes that buffer to IP, so TCP sees a hole
