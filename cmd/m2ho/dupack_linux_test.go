@@ -326,9 +326,12 @@ func runFlushScenario(t *testing.T, c *netns.Chain, scenario, mode string, daemo
 	}
 	time.Sleep(300 * time.Millisecond) // its policy routing follows the device
 
+	capIn := startACKCapture(t, c, netns.Phone, netns.PhoneTetherIf, false)
+	capOut := startACKCapture(t, c, netns.Phone, netns.PhoneUplinkIf, true)
 	dl := startDownload(t, c, flushSendFor-time.Since(launch))
 	dl.wait(t, flushEmuDuration+20*time.Second)
 	m := d.metrics()
+	tether, uplink := capIn.finish(), capOut.finish()
 
 	select {
 	case <-emDone:
@@ -368,6 +371,9 @@ func runFlushScenario(t *testing.T, c *netns.Chain, scenario, mode string, daemo
 		t.Logf("%s: the emulator was late on %.2f%% of deliveries (max %.1f ms): the machine is busy", mode, r.emu.LatePct, r.emu.MaxLateMs)
 	}
 	t.Log(r)
+	cmds, ras := handoverTimes(t, filepath.Join(out, "events.jsonl"))
+	t.Logf("%s: timeline\n%s", mode, dupTimeline(cmds, ras, tether, uplink))
+	t.Logf("%s: proxy log:\n%s", mode, d.stderr.String())
 	return r
 }
 
@@ -426,4 +432,170 @@ func TestRunSuppressesFlushDupACKs(t *testing.T) {
 	if mm.retrans > pass.retrans {
 		t.Errorf("the server retransmitted more with m2ho (%d) than with pass (%d)", mm.retrans, pass.retrans)
 	}
+}
+
+// ackRec is one uplink TCP ACK of the download seen on an interface.
+type ackRec struct {
+	at       time.Time
+	ack      uint32
+	win      uint16
+	pure     bool
+	dup      bool // pure, and the same ack and window as the previous ACK on this interface
+	sackTail uint32
+}
+
+// ackCapture records the download's uplink ACKs on one interface of a
+// namespace with an AF_PACKET socket (diagnostics: where duplicate ACKs
+// were dropped or passed relative to the handover events).
+type ackCapture struct {
+	fd   int
+	out  bool // record outgoing packets (else incoming)
+	stop atomic.Bool
+	done chan struct{}
+	recs []ackRec
+}
+
+func startACKCapture(t testing.TB, c *netns.Chain, ns, ifname string, outgoing bool) *ackCapture {
+	t.Helper()
+	ac := &ackCapture{out: outgoing, done: make(chan struct{})}
+	err := c.Do(ns, func() error {
+		ifi, err := net.InterfaceByName(ifname)
+		if err != nil {
+			return err
+		}
+		proto := int(htons(unix.ETH_P_IP))
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, proto)
+		if err != nil {
+			return err
+		}
+		ac.fd = fd
+		unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
+		unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatalf("capture on %s/%s: %v", ns, ifname, err)
+	}
+	laptop := c.LaptopAddr4.As4()
+	go func() {
+		defer close(ac.done)
+		defer unix.Close(ac.fd)
+		buf := make([]byte, 128)
+		var prev ackRec
+		havePrev := false
+		for !ac.stop.Load() {
+			n, from, err := unix.Recvfrom(ac.fd, buf, unix.MSG_TRUNC)
+			if err != nil {
+				continue
+			}
+			now := time.Now()
+			ll, ok := from.(*unix.SockaddrLinklayer)
+			if !ok || (ll.Pkttype == unix.PACKET_OUTGOING) != ac.out {
+				continue
+			}
+			p := buf[:min(n, len(buf))]
+			if len(p) < 40 || p[0]>>4 != 4 || p[9] != 6 || [4]byte(p[12:16]) != laptop {
+				continue
+			}
+			ihl := int(p[0]&0x0f) * 4
+			total := int(p[2])<<8 | int(p[3])
+			tcp := p[ihl:]
+			if len(tcp) < 20 || int(tcp[2])<<8|int(tcp[3]) != flushPort {
+				continue
+			}
+			off := int(tcp[12]>>4) * 4
+			flags := tcp[13]
+			if flags&0x10 == 0 {
+				continue
+			}
+			r := ackRec{at: now, ack: be32(tcp[8:12]), win: uint16(tcp[14])<<8 | uint16(tcp[15]),
+				pure: total == ihl+off && flags&0x07 == 0}
+			// The last SACK block's right edge, when the options fit the buffer.
+			for o := 20; o+1 < off && o+1 < len(tcp); {
+				k := tcp[o]
+				if k == 0 {
+					break
+				}
+				if k == 1 {
+					o++
+					continue
+				}
+				l := int(tcp[o+1])
+				if k == 5 && l >= 10 && o+l <= len(tcp) {
+					r.sackTail = be32(tcp[o+6 : o+10])
+				}
+				if l < 2 {
+					break
+				}
+				o += l
+			}
+			r.dup = r.pure && havePrev && prev.ack == r.ack && prev.win == r.win
+			prev, havePrev = r, true
+			ac.recs = append(ac.recs, r)
+		}
+	}()
+	return ac
+}
+
+func (ac *ackCapture) finish() []ackRec {
+	ac.stop.Store(true)
+	<-ac.done
+	return ac.recs
+}
+
+func htons(v uint16) uint16 { return v<<8 | v>>8 }
+
+func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+
+// handoverTimes reads the command and random-access times from the
+// emulator's events.jsonl.
+func handoverTimes(t testing.TB, path string) (cmds, ras []time.Time) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		var e struct {
+			T    time.Time `json:"t"`
+			Kind string    `json:"kind"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		switch e.Kind {
+		case "ho":
+			cmds = append(cmds, e.T)
+		case "ra":
+			ras = append(ras, e.T)
+		}
+	}
+	return cmds, ras
+}
+
+// dupTimeline describes, for each handover command, the duplicate ACKs the
+// laptop sent (tether) and those that left the phone (uplink), in ms from
+// the command.
+func dupTimeline(cmds, ras []time.Time, tether, uplink []ackRec) string {
+	var b strings.Builder
+	for i, cmd := range cmds {
+		fmt.Fprintf(&b, "handover %d: command at %s", i+1, cmd.Format("15:04:05.000"))
+		if i < len(ras) {
+			fmt.Fprintf(&b, ", random access +%.1f ms", ras[i].Sub(cmd).Seconds()*1e3)
+		}
+		b.WriteString("\n")
+		for _, side := range []struct {
+			name string
+			recs []ackRec
+		}{{"laptop->phone", tether}, {"phone->network", uplink}} {
+			fmt.Fprintf(&b, "  %s dup ACKs:", side.name)
+			for _, r := range side.recs {
+				if d := r.at.Sub(cmd); r.dup && d > -50*time.Millisecond && d < 300*time.Millisecond {
+					fmt.Fprintf(&b, " %+.1f(ack %d)", d.Seconds()*1e3, r.ack)
+				}
+			}
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
 }
