@@ -327,11 +327,10 @@ func runFlushScenario(t *testing.T, c *netns.Chain, scenario, mode string, daemo
 	time.Sleep(300 * time.Millisecond) // its policy routing follows the device
 
 	capIn := startACKCapture(t, c, netns.Phone, netns.PhoneTetherIf, false)
-	capOut := startACKCapture(t, c, netns.Phone, netns.PhoneUplinkIf, true)
 	dl := startDownload(t, c, flushSendFor-time.Since(launch))
 	dl.wait(t, flushEmuDuration+20*time.Second)
 	m := d.metrics()
-	tether, uplink := capIn.finish(), capOut.finish()
+	tether := capIn.finish()
 
 	select {
 	case <-emDone:
@@ -372,8 +371,12 @@ func runFlushScenario(t *testing.T, c *netns.Chain, scenario, mode string, daemo
 	}
 	t.Log(r)
 	cmds, ras := handoverTimes(t, filepath.Join(out, "events.jsonl"))
-	t.Logf("%s: timeline\n%s", mode, dupTimeline(cmds, ras, tether, uplink))
-	t.Logf("%s: proxy log:\n%s", mode, d.stderr.String())
+	timeline, proxyLog := dupTimeline(cmds, ras, tether), d.stderr.String()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("%s: duplicate ACKs from the laptop around each command\n%s\nproxy log:\n%s", mode, timeline, proxyLog)
+		}
+	})
 	return r
 }
 
@@ -545,7 +548,9 @@ func (ac *ackCapture) finish() []ackRec {
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-func be32(b []byte) uint32 { return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) }
+func be32(b []byte) uint32 {
+	return uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+}
 
 // handoverTimes reads the command and random-access times from the
 // emulator's events.jsonl.
@@ -574,9 +579,8 @@ func handoverTimes(t testing.TB, path string) (cmds, ras []time.Time) {
 }
 
 // dupTimeline describes, for each handover command, the duplicate ACKs the
-// laptop sent (tether) and those that left the phone (uplink), in ms from
-// the command.
-func dupTimeline(cmds, ras []time.Time, tether, uplink []ackRec) string {
+// laptop sent (seen on the phone's tether side), in ms from the command.
+func dupTimeline(cmds, ras []time.Time, tether []ackRec) string {
 	var b strings.Builder
 	for i, cmd := range cmds {
 		fmt.Fprintf(&b, "handover %d: command at %s", i+1, cmd.Format("15:04:05.000"))
@@ -584,18 +588,13 @@ func dupTimeline(cmds, ras []time.Time, tether, uplink []ackRec) string {
 			fmt.Fprintf(&b, ", random access +%.1f ms", ras[i].Sub(cmd).Seconds()*1e3)
 		}
 		b.WriteString("\n")
-		for _, side := range []struct {
-			name string
-			recs []ackRec
-		}{{"laptop->phone", tether}, {"phone->network", uplink}} {
-			fmt.Fprintf(&b, "  %s dup ACKs:", side.name)
-			for _, r := range side.recs {
-				if d := r.at.Sub(cmd); r.dup && d > -50*time.Millisecond && d < 300*time.Millisecond {
-					fmt.Fprintf(&b, " %+.1f(ack %d)", d.Seconds()*1e3, r.ack)
-				}
+		b.WriteString("  laptop dup ACKs (ms):")
+		for _, r := range tether {
+			if d := r.at.Sub(cmd); r.dup && d > -50*time.Millisecond && d < 300*time.Millisecond {
+				fmt.Fprintf(&b, " %+.1f(ack %d)", d.Seconds()*1e3, r.ack)
 			}
-			b.WriteString("\n")
 		}
+		b.WriteString("\n")
 	}
 	return b.String()
 }
