@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -420,5 +422,66 @@ func TestMeasuredScenarioBuildsModel(t *testing.T) {
 	}
 	if n := len(m.HandoverRecords(s.Config.Duration)); n == 0 {
 		t.Error("the measured drive has no handovers")
+	}
+}
+
+// orderIO records, at each packet write, how many events the publisher
+// had written to the signalling socket.
+type orderIO struct {
+	memIO
+	pub         *publisher
+	sentAtWrite []int64
+}
+
+func (o *orderIO) write(b []byte) error {
+	o.sentAtWrite = append(o.sentAtWrite, o.pub.sent.Load())
+	return o.memIO.write(b)
+}
+
+// TestFlushPublishesCommandBeforePackets: the packets of a step with a
+// handover command (the reordering flush) are written only once the
+// command is on the signalling socket, so the proxy can know of the
+// command before the laptop's duplicate ACKs for the flushed holes reach
+// it (as on a phone, where the UE flushes because it got the command).
+func TestFlushPublishesCommandBeforePackets(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			io.Copy(io.Discard, c)
+			c.Close()
+		}
+	}()
+	cfg := DefaultConfig()
+	cfg.Cells = []CellSpec{{ID: "c1", Type: signaling.CellSub6, Capacity: Mbps(100), Buffer: 1 << 20}}
+	cfg.Schedule = Schedule{Start: "c1"}
+	cfg.Duration = time.Second
+	dev := &orderIO{}
+	d, err := newDriver(DriverConfig{Scenario: &Scenario{Name: "order", Config: cfg}, OutDir: t.TempDir(), SignalSocket: sock}, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.closeFiles()
+	dev.pub = d.pub
+	go d.pub.run()
+	defer d.pub.close(time.Second)
+	seg := ipv4("10.77.3.2", "10.77.1.2", 6, tcpSeg(5201, 40000, 1, flagACK, 100, 1400))
+	for i, kind := range []signaling.Kind{signaling.KindReport, signaling.KindHOCommand} {
+		id := d.pool.get()
+		d.pool.size[id] = int32(copy(d.pool.buf(id), seg))
+		d.out = append(d.out, Delivery{ID: uint64(id), Size: len(seg), Dir: Down, Due: time.Now().Add(time.Hour)})
+		d.ev = append(d.ev, signaling.Event{Kind: kind, Time: t0})
+		d.flush()
+		if kind == signaling.KindHOCommand && dev.sentAtWrite[i] != int64(i+1) {
+			t.Errorf("the flushed packet was written with %d of %d events on the socket", dev.sentAtWrite[i], i+1)
+		}
+	}
+	if len(dev.tx) != 2 || d.published != 2 {
+		t.Errorf("%d packets written, %d events published; want 2 and 2", len(dev.tx), d.published)
 	}
 }
