@@ -68,6 +68,13 @@ type Config struct {
 
 	Lead          Dist          // report → command
 	CommandToExec time.Duration // command → start of the interruption
+	// FlushDelay is how long after receiving the command the UE releases
+	// the source's link layer and flushes its reordering buffer: it first
+	// decodes and processes the reconfiguration (TS 38.331 §12 allows
+	// 10 ms for an RRC reconfiguration; the logs show 33 ms from the
+	// command to random access). The proxy reads the command from the
+	// same UE, so it knows of it before the laptop sees the holes.
+	FlushDelay time.Duration
 	Interruption  time.Duration // hard interruption, no delivery either way
 	A1After       time.Duration // report → A1 of a false alarm
 
@@ -94,6 +101,7 @@ func DefaultConfig() Config {
 		RetxDelay:     Dist{Kind: "uniform", Min: 5 * time.Millisecond, Max: 10 * time.Millisecond},
 		Lead:          DefaultLead,
 		CommandToExec: 33 * time.Millisecond,
+		FlushDelay:    5 * time.Millisecond,
 		Interruption:  27 * time.Millisecond,
 		A1After:       120 * time.Millisecond,
 		Scale:         1,
@@ -232,8 +240,11 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 	if scale < 0 || math.IsNaN(scale) || math.IsInf(scale, 0) {
 		return nil, fmt.Errorf("scale: %v must be > 0", cfg.Scale)
 	}
-	if cfg.RTT < 0 || cfg.CommandToExec < 0 || cfg.Interruption < 0 || cfg.A1After < 0 {
-		return nil, fmt.Errorf("rtt, command_to_exec, interruption and a1_after must be >= 0")
+	if cfg.RTT < 0 || cfg.CommandToExec < 0 || cfg.Interruption < 0 || cfg.A1After < 0 || cfg.FlushDelay < 0 {
+		return nil, fmt.Errorf("rtt, command_to_exec, flush_delay, interruption and a1_after must be >= 0")
+	}
+	if cfg.FlushDelay > cfg.CommandToExec {
+		return nil, fmt.Errorf("handover.flush_delay %v: after the execution (command_to_exec %v)", cfg.FlushDelay, cfg.CommandToExec)
 	}
 	if cfg.HARQFraction < 0 || cfg.HARQFraction > 1 || cfg.BackgroundLoad < 0 || cfg.BackgroundLoad >= 1 {
 		return nil, fmt.Errorf("errors.harq_fraction must be in [0,1] and background_load in [0,1)")
@@ -789,17 +800,29 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 // again only after random access to the target.
 func (m *Model) command(p *hoPlan, at, t time.Duration, out *[]Delivery) {
 	m.c.Handovers[b2i(m.cells[p.from].Type == signaling.CellMmWave)][b2i(m.cells[p.to].Type == signaling.CellMmWave)]++
+	// Packets already received (behind a hole) go to IP at the flush,
+	// FlushDelay after the command; those still awaiting retransmission
+	// (the holes) go to the target. Nothing new reaches the UE before
+	// random access, so the early ones stay queued in order until then.
 	var early, holes int64
-	for m.ue.n > 0 {
+	for n := m.ue.n; n > 0; n-- {
 		u := m.ue.pop()
 		if u.recv <= at {
 			early++ // behind a hole: UE deliveries at `at` ran before this
-			m.ueLast = max(m.ueLast, at)
-			m.deliver(out, u.p, Down, at, t)
+			m.ue.push(u)
 			continue
 		}
 		holes++
 		m.fwd.push(u.p)
+	}
+	if early > 0 {
+		flush := at + m.cfg.FlushDelay
+		m.ueLast = max(m.ueLast, flush)
+		if m.cfg.FlushDelay == 0 {
+			for m.ue.n > 0 {
+				m.deliver(out, m.ue.pop().p, Down, at, t)
+			}
+		}
 	}
 	if holes > 0 && early > 0 {
 		m.c.ReorderFlushes++

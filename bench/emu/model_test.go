@@ -93,10 +93,11 @@ func TestReorderFlushHoleThenLatePackets(t *testing.T) {
 		r.m.Enqueue(t0, Down, id, 1500)
 	}
 	r.until(200 * time.Millisecond)
-	// command 6.5 ms; execution 39.5; random access 66.5; next slot ends 67.
+	// command 6.5 ms; flush 11.5 (the UE's 5 ms processing); execution
+	// 39.5; random access 66.5; next slot ends 67.
 	want := []got{
 		{1, ms_(1), false}, {2, ms_(2), false},
-		{4, ms_(6.5), false}, {5, ms_(6.5), false}, {6, ms_(6.5), false}, // flushed past the hole
+		{4, ms_(11.5), false}, {5, ms_(11.5), false}, {6, ms_(11.5), false}, // flushed past the hole
 		{3, ms_(67), false}, // the hole, via the target
 		{7, ms_(68), false}, {8, ms_(69), false}, {9, ms_(70), false}, {10, ms_(71), false},
 	}
@@ -109,6 +110,19 @@ func TestReorderFlushHoleThenLatePackets(t *testing.T) {
 	}
 	if cn.Late != 0 {
 		t.Fatalf("a perfect driver is never late: %d", cn.Late)
+	}
+
+	// With no processing delay the flush is at the command itself.
+	c.FlushDelay = 0
+	retried = false
+	r = newRun(t, c)
+	for id := uint64(1); id <= 10; id++ {
+		r.m.Enqueue(t0, Down, id, 1500)
+	}
+	r.until(200 * time.Millisecond)
+	want[2], want[3], want[4] = got{4, ms_(6.5), false}, got{5, ms_(6.5), false}, got{6, ms_(6.5), false}
+	if g := r.got(Down); !slices.Equal(g, want) {
+		t.Fatalf("no flush delay: deliveries\n got %v\nwant %v", g, want)
 	}
 }
 
@@ -229,8 +243,10 @@ func TestNothingDeliveredDuringInterruption(t *testing.T) {
 		}
 		switch d.Dir {
 		case Down:
-			if at > cmd && at <= ra {
-				t.Fatalf("downlink %d delivered at %v, inside (%v, %v]", d.ID, at, cmd, ra)
+			// Only the flush (packets the UE had behind a hole) reaches
+			// IP between the command and random access.
+			if at > cmd && at <= ra && at != cmd+c.FlushDelay {
+				t.Fatalf("downlink %d delivered at %v, inside (%v, %v] and not the flush at %v", d.ID, at, cmd, ra, cmd+c.FlushDelay)
 			}
 			if at <= cmd {
 				downBefore++

@@ -142,6 +142,7 @@ type scenarioFile struct {
 	Handover struct {
 		ReportLead    *Dist          `yaml:"report_lead"`
 		CommandToExec *time.Duration `yaml:"command_to_exec"`
+		FlushDelay    *time.Duration `yaml:"flush_delay"`
 		Interruption  *time.Duration `yaml:"interruption"`
 		A1After       *time.Duration `yaml:"a1_after"`
 	} `yaml:"handover"`
@@ -418,7 +419,8 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	for name, p := range map[string]struct {
 		v   *time.Duration
 		dst *time.Duration
-	}{"command_to_exec": {f.Handover.CommandToExec, &cfg.CommandToExec}, "interruption": {f.Handover.Interruption, &cfg.Interruption}, "a1_after": {f.Handover.A1After, &cfg.A1After}} {
+	}{"command_to_exec": {f.Handover.CommandToExec, &cfg.CommandToExec}, "flush_delay": {f.Handover.FlushDelay, &cfg.FlushDelay},
+		"interruption": {f.Handover.Interruption, &cfg.Interruption}, "a1_after": {f.Handover.A1After, &cfg.A1After}} {
 		if p.v != nil {
 			if *p.v < 0 {
 				return nil, fmt.Errorf("handover.%s: negative", name)
