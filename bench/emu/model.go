@@ -74,9 +74,9 @@ type Config struct {
 	// 10 ms for an RRC reconfiguration; the logs show 33 ms from the
 	// command to random access). The proxy reads the command from the
 	// same UE, so it knows of it before the laptop sees the holes.
-	FlushDelay time.Duration
-	Interruption  time.Duration // hard interruption, no delivery either way
-	A1After       time.Duration // report → A1 of a false alarm
+	FlushDelay   time.Duration
+	Interruption time.Duration // hard interruption, no delivery either way
+	A1After      time.Duration // report → A1 of a false alarm
 
 	Schedule Schedule
 	Duration time.Duration // informational: the run's length
