@@ -337,7 +337,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		return fmt.Errorf("--tun %q: an interface of that name exists already (another m2ho running?)", c.TUN)
 	}
 
-	var db *m2ho.SMaxDB
+	// Without a file the estimates are still learned, in memory: the
+	// clamp must not fall back to the default for want of a path.
+	db := m2ho.NewSMaxDB("")
 	if c.SMaxDB != "" {
 		if db, err = m2ho.OpenSMaxDB(c.SMaxDB); err != nil {
 			return fmt.Errorf("--smax-db: %w", err)
@@ -445,7 +447,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			case now := <-t.C:
 				eng.Do(func() {
 					ctrl.Tick(now)
-					if db != nil && ctrl.Dirty() && now.Sub(lastSave) > 5*time.Second {
+					if c.SMaxDB != "" && ctrl.Dirty() && now.Sub(lastSave) > 5*time.Second {
 						lastSave = now
 						if err := db.Save(); err != nil {
 							log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(err))
@@ -458,7 +460,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 
 	log.Info("m2ho running", zap.String("tun", dev.Name()), zap.String("socket", c.Socket))
 	err = eng.Run(ctx)
-	if db != nil {
+	if c.SMaxDB != "" {
 		if serr := db.Save(); serr != nil {
 			log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(serr))
 		}

@@ -832,3 +832,29 @@ func TestRunStableRate(t *testing.T) {
 	tr.wait(t)
 	d.stop()
 }
+
+// Without --smax-db the buffer estimates are still learned, in memory: a
+// clamp after a burst uses the burst, not the default.
+func TestRunLearnsWithoutDB(t *testing.T) {
+	needKernel(t)
+	c := newChain(t)
+	d := startDaemon(t, c, "--default-mode", "m2ho", "--smax-db", "")
+	f := dialFeeder(t, d)
+	mac := func(rb float64, n int) signaling.Event {
+		return signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: n, Serving: signaling.Cell{ID: "88"}}
+	}
+	f.send(t, periodic(cell88), mac(0.95, 30000), mac(0.95, 30000), mac(0.95, 30000), mac(0.2, 10000), mac(0, 0),
+		signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA3, Serving: cell88, Neighbor: cell393})
+	if _, ok := d.waitMetric(`m2ho_state{state="preparation"}`, func(v float64) bool { return v == 1 }, 2*time.Second); !ok {
+		t.Fatalf("no Preparation after an A3 report\nlog:\n%s", d.stderr.String())
+	}
+	// cell393 is unknown: the minimum of known sub-6 cells, i.e. cell 88's
+	// burst of 100000 B.
+	if v := d.metrics()["m2ho_smax_bytes"]; v != 100000 {
+		t.Errorf("m2ho_smax_bytes = %v, want the burst learned in memory (100000)", v)
+	}
+	d.stop()
+	if _, err := os.Stat(d.smaxDB); err == nil {
+		t.Errorf("a database file was written without --smax-db")
+	}
+}
