@@ -10,6 +10,13 @@ const (
 	// log or the feed): the bytes of an interrupted burst are not the
 	// drained queue, so they must not raise ŝ_max.
 	burstMaxGap = 20 * time.Millisecond
+	// burstMaxLen discards bursts that last longer: a queue drains in
+	// about the time its bytes take at the cell's rate (a buffer of one
+	// bandwidth-delay product, ~70 ms); a burst that goes on for longer
+	// is a busy period of a sender that keeps the cell saturated, and its
+	// bytes are mostly new arrivals. Counting it would over-estimate
+	// ŝ_max, the one error the clamp cannot afford (Finding 3).
+	burstMaxLen = 100 * time.Millisecond
 )
 
 // burstDetector finds scheduling bursts in the serving cell's MAC slots:
@@ -21,6 +28,7 @@ type burstDetector struct {
 	in       bool
 	tail     bool // the last slot was < 0.4: an empty one now ends the burst
 	bytes    int
+	start    time.Time
 	lastSlot time.Time
 }
 
@@ -38,14 +46,17 @@ func (d *burstDetector) slot(now time.Time, rb float64, bytes int) (sb int, ende
 	}
 	if !d.in {
 		if !empty && rb > burstStartRB {
-			d.in, d.tail, d.bytes = true, false, bytes
+			d.in, d.tail, d.bytes, d.start = true, false, bytes, now
 		}
 		return 0, false
 	}
 	if empty && d.tail {
-		sb = d.bytes
+		sb, long := d.bytes, now.Sub(d.start) > burstMaxLen
 		d.reset()
 		d.lastSlot = now
+		if long {
+			return 0, false
+		}
 		return sb, true
 	}
 	d.bytes += bytes

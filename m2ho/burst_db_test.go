@@ -34,6 +34,10 @@ func TestBurstDetector(t *testing.T) {
 		{"gap in the feed aborts", []slotIn{{0, 0.95, 100}, {1000, 0.3, 10}, {50000, 0, 0}}, nil},
 		{"gap before a new burst is fine", []slotIn{{0, 0.95, 100}, {125, 0.3, 10}, {250, 0, 0}, {90000, 0.99, 50}, {90125, 0.1, 5}, {90250, 0, 0}}, []int{110, 55}},
 		{"never ends", []slotIn{{0, 0.95, 100}, {125, 0.95, 100}}, nil},
+		// A saturated cell: full slots for longer than burstMaxLen is a
+		// busy period, not a drained queue.
+		{"busy period longer than 100 ms is not a burst", longBurst(150000), nil},
+		{"100 ms burst still counts", longBurst(100000), []int{199*100 + 10}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -196,4 +200,15 @@ func TestSMaxOpenErrors(t *testing.T) {
 			t.Fatalf("%s: error %v, want one naming %s and %q", tc.name, err, p, tc.want)
 		}
 	}
+}
+
+// longBurst is full 100-byte slots every 500 µs from 0 up to lenUS-1 ms,
+// a partial 10-byte slot at lenUS-500 µs and the empty slot at lenUS that
+// ends the burst lenUS after it began.
+func longBurst(lenUS int) []slotIn {
+	var sl []slotIn
+	for us := 0; us <= lenUS-1000; us += 500 {
+		sl = append(sl, slotIn{us, 0.95, 100})
+	}
+	return append(sl, slotIn{lenUS - 500, 0.3, 10}, slotIn{lenUS, 0, 0})
 }
