@@ -7,7 +7,7 @@ BIN      := bin/m2ho
 PKGS     := ./...
 FUZZTIME ?= 20s
 
-.PHONY: all build deps test test-short bench fuzz demo netbench vet clean
+.PHONY: all build deps test test-short bench fuzz demo replay-demo netbench vet clean
 
 all: build
 
@@ -47,9 +47,19 @@ fuzz:
 		done; \
 	done
 
-# demo: the README's first command: install, build, run the main job on the
-# bundled default.
+# demo: the README's first command: install, build, and run the A/B bench
+# (pass vs m2ho, iperf3 CUBIC) on the bundled mixed drive for a minute per
+# variant, at a scale two shared cores keep up with. Needs root on Linux.
+DEMO_OUT ?= bench-out/demo
 demo: deps build
+	@[ "$$(id -u)" = 0 ] || { echo "make demo needs root (network namespaces, TUN devices)" >&2; exit 1; }
+	./$(BIN) bench --scenario mixed-drive --scale 0.3 --duration 60s --out $(DEMO_OUT)
+	@echo; cat $(DEMO_OUT)/summary.md | sed -n '1,30p'
+	@echo; echo "plots: $(DEMO_OUT)/throughput.png $(DEMO_OUT)/convergence_cdf.png $(DEMO_OUT)/goodput_by_type.png"
+
+# replay-demo scores the handover predictor on the bundled signalling trace
+# (no root needed).
+replay-demo: build
 	./$(BIN) replay configs/example-drive.jsonl
 
 # netbench: iperf3 CUBIC download through one netns chain, in the same run:
