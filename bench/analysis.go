@@ -305,7 +305,7 @@ func (r RunResult) Valid() bool { return len(r.Problems) == 0 }
 // run unusable is a Problem.
 func AnalyzeRun(d RunData) (RunResult, error) {
 	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers}
-	a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNs, d.Sender.TimeSecs)
+	a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNS, d.Sender.TimeSecs)
 	if err != nil {
 		return r, fmt.Errorf("%s run %d: %w", d.Variant, d.Index+1, err)
 	}

@@ -93,7 +93,7 @@ func TestRunWithFakes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNs, d.Sender.TimeSecs)
+		a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNS, d.Sender.TimeSecs)
 		if err != nil || a.OffsetS <= 0 || a.OffsetS > 3 || a.SetupS < 0 || a.SetupS > 1 || a.LagP50S > 0.05 {
 			t.Errorf("%s: alignment %+v %v: want the test to start 0-3 s into the emulator, < 1 s after launch", r, a, err)
 		}

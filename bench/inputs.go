@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/m2ho/m2ho/bench/emu"
 	"io"
 	"math"
 	"strconv"
@@ -47,25 +48,9 @@ type FalseAlarmRow struct {
 	Report, A1 float64
 }
 
-// EmulatorSummary is emulator.json, written by `m2ho emulate` at exit.
-type EmulatorSummary struct {
-	Scenario         string  `json:"scenario"`
-	Scale            float64 `json:"scale"`
-	StartUnixNs      int64   `json:"start_unix_ns"`
-	DurationS        float64 `json:"duration_s"`
-	Valid            bool    `json:"valid"`
-	LatePct          float64 `json:"late_pct"`
-	MaxLateMs        float64 `json:"max_late_ms"`
-	DeliveredPackets int64   `json:"delivered_packets"`
-	OverflowDrops    int64   `json:"overflow_drops"`
-	ReorderFlushes   int64   `json:"reorder_flushes"`
-	FlushedHoles     int64   `json:"flushed_holes"`
-	FalseAlarms      int64   `json:"false_alarms"`
-	Handovers        int64   `json:"handovers"`
-	DupAcksUp        int64   `json:"dup_acks_up"`
-	EventsPublished  int64   `json:"events_published"`
-	EventsDropped    int64   `json:"events_dropped"`
-}
+// EmulatorSummary is emulator.json, written by `m2ho emulate` at exit:
+// the emulator's own type, so the two sides cannot drift apart.
+type EmulatorSummary = emu.Summary
 
 // HandoverTypes are the handover types of handovers.tsv, in report order;
 // TypeNone labels the time before the first handover.
@@ -206,7 +191,7 @@ func ReadEmulatorSummary(b []byte, name string) (EmulatorSummary, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return s, fmt.Errorf("%s: %w", name, err)
 	}
-	if s.StartUnixNs <= 0 {
+	if s.StartUnixNS <= 0 {
 		return s, fmt.Errorf("%s: start_unix_ns: missing or not positive", name)
 	}
 	if s.DurationS < 0 || s.LatePct < 0 || s.Handovers < 0 {

@@ -92,7 +92,7 @@ func synthRun(variant string, idx int, o synthOpts) RunData {
 	d.Sender.TimeSecs = testStart / 1e9
 	d.LaunchNs = testStart - 250_000_000
 	valid := o.valid == nil || *o.valid
-	d.Emu = EmulatorSummary{Scenario: "synth", Scale: 1, StartUnixNs: synthEmuStart, DurationS: total, Valid: valid,
+	d.Emu = EmulatorSummary{Scenario: "synth", Scale: 1, StartUnixNS: synthEmuStart, DurationS: total, Valid: valid,
 		LatePct: 0.1, MaxLateMs: 2, DeliveredPackets: 100000, OverflowDrops: 10, ReorderFlushes: 1,
 		FalseAlarms: 1, Handovers: int64(len(synthHOs)), DupAcksUp: 7}
 	return d
