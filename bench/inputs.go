@@ -17,11 +17,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/m2ho/m2ho/bench/emu"
 	"io"
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/m2ho/m2ho/bench/emu"
 )
 
 // CapacityBin is one row of the emulator's capacity.tsv: the serving
