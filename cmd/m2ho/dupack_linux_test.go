@@ -11,14 +11,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -140,36 +138,7 @@ type download struct {
 func startDownload(t testing.TB, c *netns.Chain, sendFor time.Duration) *download {
 	t.Helper()
 	dl := &download{done: make(chan struct{})}
-	addr := netip.AddrPortFrom(c.ServerAddr4, flushPort).String()
-	var ln net.Listener
-	if err := c.Do(netns.Server, func() (err error) { ln, err = net.Listen("tcp4", addr); return err }); err != nil {
-		t.Fatal(err)
-	}
-	var cli net.Conn
-	err := c.Do(netns.Laptop, func() (err error) {
-		d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			if err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, flushRcvBuf)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}}
-		cli, err = d.Dial("tcp4", addr)
-		return err
-	})
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	conn, err := ln.Accept()
-	ln.Close()
-	if err != nil {
-		cli.Close()
-		t.Fatal(err)
-	}
-	srv := conn.(*net.TCPConn)
+	srv, cli := connectPair(t, c, flushPort, flushRcvBuf)
 	rc, err := srv.SyscallConn()
 	if err != nil {
 		t.Fatal(err)

@@ -372,36 +372,8 @@ type transfer struct {
 func startTransfer(t testing.TB, c *netns.Chain) *transfer {
 	t.Helper()
 	tr := &transfer{serverReady: make(chan struct{}), done: make(chan struct{}), stopAfterMinimum: make(chan struct{})}
-	addr := netip.AddrPortFrom(c.ServerAddr4, transferPort).String()
-	var ln net.Listener
-	if err := c.Do(netns.Server, func() (err error) { ln, err = net.Listen("tcp4", addr); return err }); err != nil {
-		t.Fatal(err)
-	}
-	var cli net.Conn
-	err := c.Do(netns.Laptop, func() (err error) {
-		d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
-			var serr error
-			if err := rc.Control(func(fd uintptr) {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, laptopRcvBuf)
-			}); err != nil {
-				return err
-			}
-			return serr
-		}}
-		cli, err = d.Dial("tcp4", addr)
-		return err
-	})
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
-	srv, err := ln.Accept()
-	ln.Close()
-	if err != nil {
-		cli.Close()
-		t.Fatal(err)
-	}
-	tr.server = srv.(*net.TCPConn)
+	srv, cli := connectPair(t, c, transferPort, laptopRcvBuf)
+	tr.server = srv
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { // server: send
@@ -857,4 +829,41 @@ func TestRunLearnsWithoutDB(t *testing.T) {
 	if _, err := os.Stat(d.smaxDB); err == nil {
 		t.Errorf("a database file was written without --smax-db")
 	}
+}
+
+// connectPair opens a listener in the server namespace on port, dials it
+// from the laptop with a fixed receive buffer (so the advertised window is
+// what the test chose) and returns both ends of the connection.
+func connectPair(t testing.TB, c *netns.Chain, port uint16, rcvBuf int) (*net.TCPConn, net.Conn) {
+	t.Helper()
+	addr := netip.AddrPortFrom(c.ServerAddr4, port).String()
+	var ln net.Listener
+	if err := c.Do(netns.Server, func() (err error) { ln, err = net.Listen("tcp4", addr); return err }); err != nil {
+		t.Fatal(err)
+	}
+	var cli net.Conn
+	err := c.Do(netns.Laptop, func() (err error) {
+		d := net.Dialer{Timeout: 5 * time.Second, Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, rcvBuf)
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
+		cli, err = d.Dial("tcp4", addr)
+		return err
+	})
+	if err != nil {
+		ln.Close()
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	ln.Close()
+	if err != nil {
+		cli.Close()
+		t.Fatal(err)
+	}
+	return srv.(*net.TCPConn), cli
 }
