@@ -345,4 +345,3 @@ func TestSweepRate(t *testing.T) {
 			mbps, ip.BitsPerSecond/1e6, s.LatePct, s.MaxLateMs, s.DeliveredPackets, s.OverflowDrops, ip.Retransmits, s.Valid)
 	}
 }
-
