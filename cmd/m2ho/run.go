@@ -144,7 +144,7 @@ Example (as root):
 	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
-	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable (--stable-rate=false: touch windows only around handovers)")
+	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	return cmd
 }
 
