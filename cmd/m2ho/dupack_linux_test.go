@@ -189,21 +189,7 @@ func startDownload(t testing.TB, c *netns.Chain, sendFor time.Duration) *downloa
 	go func() { // laptop: receive until EOF
 		defer wg.Done()
 		defer cli.Close()
-		h := sha256.New()
-		buf := make([]byte, 64<<10)
-		for {
-			n, err := cli.Read(buf)
-			h.Write(buf[:n])
-			dl.received.Add(int64(n))
-			if err == io.EOF {
-				copy(dl.recvSum[:], h.Sum(nil))
-				return
-			}
-			if err != nil {
-				dl.recvErr = err
-				return
-			}
-		}
+		dl.recvSum, dl.recvErr = receiveAll(cli, &dl.received)
 	}()
 	go func() { wg.Wait(); close(dl.done) }()
 	t.Cleanup(func() { srv.Close(); cli.Close(); <-dl.done })

@@ -403,21 +403,7 @@ func startTransfer(t testing.TB, c *netns.Chain) *transfer {
 	go func() { // laptop: receive
 		defer wg.Done()
 		defer cli.Close()
-		h := sha256.New()
-		buf := make([]byte, 256<<10)
-		for {
-			n, err := cli.Read(buf)
-			h.Write(buf[:n])
-			tr.received.Add(int64(n))
-			if err == io.EOF {
-				copy(tr.recvSum[:], h.Sum(nil))
-				return
-			}
-			if err != nil {
-				tr.recvErr = err
-				return
-			}
-		}
+		tr.recvSum, tr.recvErr = receiveAll(cli, &tr.received)
 	}()
 	go func() { wg.Wait(); close(tr.done) }()
 	t.Cleanup(func() { tr.stop(); tr.server.Close(); cli.Close(); <-tr.done })
@@ -866,4 +852,23 @@ func connectPair(t testing.TB, c *netns.Chain, port uint16, rcvBuf int) (*net.TC
 		t.Fatal(err)
 	}
 	return srv.(*net.TCPConn), cli
+}
+
+// receiveAll reads c to EOF, counting bytes into n as they arrive, and
+// returns the sha256 of everything read.
+func receiveAll(c net.Conn, n *atomic.Int64) (sum [32]byte, err error) {
+	h := sha256.New()
+	buf := make([]byte, 256<<10)
+	for {
+		k, err := c.Read(buf)
+		h.Write(buf[:k])
+		n.Add(int64(k))
+		if err == io.EOF {
+			copy(sum[:], h.Sum(nil))
+			return sum, nil
+		}
+		if err != nil {
+			return sum, err
+		}
+	}
 }
