@@ -32,3 +32,21 @@ func TestDependencyDirection(t *testing.T) {
 		}
 	}
 }
+
+// The event model and its codecs do no I/O of their own (issue 7): the
+// socket server and file opening live in signaling/sigio.
+func TestSignalingImportsNoIO(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", `{{join .Imports " "}}`, "github.com/m2ho/m2ho/signaling").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, imp := range strings.Fields(string(out)) {
+		switch imp {
+		case "net", "os", "os/exec", "syscall":
+			t.Errorf("signaling imports %s", imp)
+		}
+		if strings.HasPrefix(imp, "net/") {
+			t.Errorf("signaling imports %s", imp)
+		}
+	}
+}

@@ -25,6 +25,7 @@ import (
 	"github.com/m2ho/m2ho/bench/emu"
 	"github.com/m2ho/m2ho/bench/netns"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // Config is one bench invocation.
@@ -95,7 +96,7 @@ func EmulatorBuilt(bin string) error {
 // scenarios taken from real logs need.
 func LoadScenario(name, dataDir string) (*emu.Scenario, error) {
 	opts := emu.LoadOptions{DataDir: dataDir, XCAL: func(path string) ([]signaling.Event, error) {
-		evs, _, errs := signaling.ReadAll(path, signaling.FormatXCAL)
+		evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
 		for _, e := range errs {
 			var pe *signaling.ParseError
 			if !errors.As(e, &pe) {

@@ -240,7 +240,7 @@ func ParseLine(line []byte) (Event, error) {
 	if err != nil {
 		var uk *errUnknownKind
 		if errors.As(err, &uk) {
-			return Event{}, &ParseError{Field: "kind", Msg: uk.Error(), unknownKind: uk.kind}
+			return Event{}, &ParseError{Field: "kind", Msg: uk.Error(), unknownKind: uk.kind, isUnknownKind: true}
 		}
 	}
 	return ev, err
@@ -251,7 +251,7 @@ func ParseLine(line []byte) (Event, error) {
 // skipped, not fatal).
 func IsUnknownKind(err error) bool {
 	var pe *ParseError
-	return errors.As(err, &pe) && pe.unknownKind != ""
+	return errors.As(err, &pe) && pe.isUnknownKind
 }
 
 func perr(field, format string, a ...any) *ParseError {

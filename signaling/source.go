@@ -3,24 +3,13 @@ package signaling
 import (
 	"bufio"
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
+	"path"
 	"strings"
 )
 
-// Source is a stream of events: a file reader or anything else that
-// replays signalling. Next returns io.EOF at the end and *ParseError for a
-// bad line, after which it can be called again.
-type Source interface {
-	Next() (Event, error)
-	Stats() Stats
-	Close() error
-}
-
-// Format names an input format for Open.
+// Format names an input format for NewReader (and sigio.Open).
 type Format uint8
 
 const (
@@ -51,47 +40,43 @@ func ParseFormat(s string) (Format, bool) {
 	return 0, false
 }
 
-type reader interface {
+// Reader is a stream of events read from one input: Next returns io.EOF
+// at the end and *ParseError for a bad line, after which it can be called
+// again. JSONReader and XCALReader are Readers.
+type Reader interface {
 	Next() (Event, error)
 	Stats() Stats
 }
 
-type fileSource struct {
-	reader
-	f *os.File
-}
-
-func (s *fileSource) Close() error { return s.f.Close() }
-
-// Open opens path as a Source. FormatAuto decides by content: a first
-// non-blank line starting with '{' is JSON; otherwise a ".csv" name, or a
-// first line that starts with a time of day and has at least 7 columns, is
-// XCAL; a ".jsonl", ".ndjson" or ".json" name (or an empty file) is JSON.
-func Open(path string, format Format) (Source, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
+// NewReader reads events of the given format from r; name (a path) is used
+// in errors and, for FormatAuto, to help decide the format. FormatAuto
+// decides by content: a first non-blank line starting with '{' is JSON;
+// otherwise a ".csv" name, or a first line that starts with a time of day
+// and has at least 7 columns, is XCAL; a ".jsonl", ".ndjson" or ".json"
+// name (or empty input) is JSON. It reads ahead (without consuming) only
+// to decide; the error is then the read error or an undecidable format.
+func NewReader(r io.Reader, name string, format Format) (Reader, error) {
+	br, ok := r.(*bufio.Reader)
+	if !ok || br.Size() < MaxLine+2 {
+		br = bufio.NewReaderSize(r, MaxLine+2)
 	}
-	br := bufio.NewReaderSize(f, MaxLine+2)
 	if format == FormatAuto {
-		format, err = detect(br, path)
-		if err != nil {
-			f.Close()
+		var err error
+		if format, err = detect(br, name); err != nil {
 			return nil, err
 		}
 	}
 	switch format {
 	case FormatJSON:
-		return &fileSource{NewJSONReader(br, path), f}, nil
+		return NewJSONReader(br, name), nil
 	case FormatXCAL:
-		return &fileSource{NewXCALReader(br, path), f}, nil
+		return NewXCALReader(br, name), nil
 	}
-	f.Close()
-	return nil, fmt.Errorf("signaling: %s: unknown format %v", path, format)
+	return nil, fmt.Errorf("signaling: %s: unknown format %v", name, format)
 }
 
 // detect peeks at the first non-blank line without consuming it.
-func detect(br *bufio.Reader, path string) (Format, error) {
+func detect(br *bufio.Reader, name string) (Format, error) {
 	head, err := br.Peek(MaxLine)
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return 0, err
@@ -103,7 +88,7 @@ func detect(br *bufio.Reader, path string) (Format, error) {
 			break
 		}
 	}
-	ext := strings.ToLower(filepath.Ext(path))
+	ext := strings.ToLower(path.Ext(name))
 	switch {
 	case len(first) > 0 && first[0] == '{':
 		return FormatJSON, nil
@@ -114,42 +99,11 @@ func detect(br *bufio.Reader, path string) (Format, error) {
 	case len(first) == 0 || ext == ".jsonl" || ext == ".ndjson" || ext == ".json":
 		return FormatJSON, nil
 	}
-	return 0, fmt.Errorf("signaling: %s: cannot tell the format (neither JSON lines nor XCAL CSV)", path)
+	return 0, fmt.Errorf("signaling: %s: cannot tell the format (neither JSON lines nor XCAL CSV)", name)
 }
 
 func looksTOD(line []byte) bool {
 	col, _, _ := bytes.Cut(line, []byte(","))
 	_, perr := parseTOD(string(bytes.TrimSpace(col)))
 	return perr == nil
-}
-
-// ReadAll reads every event of path. Bad lines do not stop it: their
-// *ParseErrors are returned in order; any other error (I/O) ends the read
-// and is the last element of errs.
-func ReadAll(path string, format Format) ([]Event, Stats, []error) {
-	src, err := Open(path, format)
-	if err != nil {
-		return nil, Stats{}, []error{err}
-	}
-	defer src.Close()
-	var (
-		events []Event
-		errs   []error
-	)
-	for {
-		e, err := src.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			errs = append(errs, err)
-			var pe *ParseError
-			if errors.As(err, &pe) {
-				continue
-			}
-			break
-		}
-		events = append(events, e)
-	}
-	return events, src.Stats(), errs
 }

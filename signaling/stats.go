@@ -17,7 +17,8 @@ type ParseError struct {
 	Field string // the field (JSON key, XCAL column or part of info) at fault
 	Msg   string
 
-	unknownKind string // set by ParseLine for a line of unknown kind
+	unknownKind   string // the kind, when isUnknownKind
+	isUnknownKind bool   // set for a well-formed line of unknown kind
 }
 
 // Error formats "file:line: field: msg", leaving out the parts that are
@@ -205,4 +206,52 @@ func isBlank(b []byte) bool {
 		}
 	}
 	return true
+}
+
+// ErrLineTooLong is LineReader.Next's error for a line above its limit.
+var ErrLineTooLong = errLineTooLong
+
+// LineReader yields the lines of a stream without their "\n" or "\r\n",
+// counting them, with no allocation per line: a line is a view into the
+// reader's buffer, valid until the next call. A line longer than the limit
+// is consumed to its end and reported as ErrLineTooLong, so that memory
+// stays bounded and the next call starts at the following line.
+type LineReader struct{ lr *lineReader }
+
+// NewLineReader reads lines of at most max bytes (MaxLine if max <= 0)
+// from r, reusing r when it is a large enough *bufio.Reader.
+func NewLineReader(r io.Reader, max int) *LineReader {
+	return &LineReader{newLineReader(r, max)}
+}
+
+// Next returns the next line, io.EOF at the end, ErrLineTooLong or a read
+// error.
+func (l *LineReader) Next() ([]byte, error) { return l.lr.next() }
+
+// Line is the 1-based number of the line Next last returned (or skipped
+// as too long).
+func (l *LineReader) Line() int { return l.lr.line }
+
+// IsBlank reports whether a line holds only spaces, tabs and CRs; readers
+// skip such lines without counting them.
+func IsBlank(line []byte) bool { return isBlank(line) }
+
+// CountLine records the outcome of one non-blank line: an event (err nil),
+// a line of unknown kind (IsUnknownKind(err): skipped), or an error.
+func (s *Stats) CountLine(e *Event, err error) {
+	s.Lines++
+	switch {
+	case err == nil:
+		s.event(e)
+	case IsUnknownKind(err):
+		s.skip(unknownKindReason(err))
+	default:
+		s.Errors++
+	}
+}
+
+func unknownKindReason(err error) string {
+	var pe *ParseError
+	errors.As(err, &pe)
+	return "unknown kind " + strconv.Quote(truncate(pe.unknownKind, 32))
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // packetIO is what the driver needs from its packet device: one TUN that
@@ -513,7 +514,7 @@ func (p *publisher) offer(e *signaling.Event) {
 
 func (p *publisher) run() {
 	defer close(p.done)
-	var c *signaling.Client
+	var c *sigio.Client
 	var nextDial time.Time
 	for e := range p.ch {
 		if c == nil {
@@ -522,7 +523,7 @@ func (p *publisher) run() {
 				continue
 			}
 			var err error
-			if c, err = signaling.Dial(p.path); err != nil {
+			if c, err = sigio.Dial(p.path); err != nil {
 				c = nil
 				nextDial = time.Now().Add(redialEvery)
 				p.dropped.Add(1)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/m2ho/m2ho/bench/netns"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // runningDriver is a driver started on the emu namespace of a chain.
@@ -192,7 +193,7 @@ func TestDriverKernel(t *testing.T) {
 		var mu sync.Mutex
 		var got []signaling.Event
 		sock := filepath.Join(t.TempDir(), "sig.sock")
-		srv, err := signaling.Listen(sock, func(e signaling.Event) {
+		srv, err := sigio.Listen(sock, func(e signaling.Event) {
 			mu.Lock()
 			got = append(got, e)
 			mu.Unlock()

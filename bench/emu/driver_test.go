@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // ipv4 builds an IPv4 packet src → dst carrying proto and payload.
@@ -403,7 +404,7 @@ func TestMeasuredScenarioBuildsModel(t *testing.T) {
 		t.Skipf("shared data not found at %s (set M2HO_SHARED_DATA)", dir)
 	}
 	xcal := func(path string) ([]signaling.Event, error) {
-		evs, _, errs := signaling.ReadAll(path, signaling.FormatXCAL)
+		evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
 		for _, err := range errs {
 			var pe *signaling.ParseError
 			if !errors.As(err, &pe) {

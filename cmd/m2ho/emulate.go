@@ -16,6 +16,7 @@ import (
 
 	"github.com/m2ho/m2ho/bench/emu"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 type emulateFlags struct {
@@ -133,7 +134,7 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 // skipped (and counted), I/O errors end the load.
 func xcalEvents(log *zap.Logger) func(string) ([]signaling.Event, error) {
 	return func(path string) ([]signaling.Event, error) {
-		evs, _, errs := signaling.ReadAll(path, signaling.FormatXCAL)
+		evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
 		bad := 0
 		for _, err := range errs {
 			var pe *signaling.ParseError

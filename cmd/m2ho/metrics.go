@@ -9,7 +9,7 @@ import (
 
 	"github.com/m2ho/m2ho/m2ho"
 	"github.com/m2ho/m2ho/proxy"
-	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // observer logs one line per controller decision and keeps the tallies the
@@ -83,7 +83,7 @@ func (o *observer) SignalRestored(now time.Time) {
 type collector struct {
 	eng  *proxy.Engine
 	ctrl *m2ho.Controller
-	srv  *signaling.Server
+	srv  *sigio.Server
 	obs  *observer
 
 	packets, bytes, rewrites, drops, unparseable, flows, evictions, unsafe       *prometheus.Desc
@@ -91,7 +91,7 @@ type collector struct {
 	sMax, cEst                                                                   *prometheus.Desc
 }
 
-func newCollector(eng *proxy.Engine, ctrl *m2ho.Controller, srv *signaling.Server, obs *observer) *collector {
+func newCollector(eng *proxy.Engine, ctrl *m2ho.Controller, srv *sigio.Server, obs *observer) *collector {
 	d := func(name, help string, labels ...string) *prometheus.Desc {
 		return prometheus.NewDesc("m2ho_"+name, help, labels, nil)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/m2ho/m2ho/proxy"
 	"github.com/m2ho/m2ho/proxy/packettest"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 	"github.com/m2ho/m2ho/tun"
 )
 
@@ -62,7 +63,7 @@ func TestMetricsFollowTheEngine(t *testing.T) {
 		TetherPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.1.0/24")},
 		DefaultMode:    proxy.ModeM2HO,
 	}, tun.NewChannelTUN(1500, 8), ctrl, log)
-	srv, err := signaling.Listen(t.TempDir()+"/s.sock", func(signaling.Event) {})
+	srv, err := sigio.Listen(t.TempDir()+"/s.sock", func(signaling.Event) {})
 	if err != nil {
 		t.Fatal(err)
 	}

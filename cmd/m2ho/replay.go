@@ -13,6 +13,7 @@ import (
 	"github.com/m2ho/m2ho/m2ho"
 	"github.com/m2ho/m2ho/m2ho/score"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 type replayFlags struct {
@@ -118,7 +119,7 @@ func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.W
 	}
 	for _, path := range paths {
 		fr := fileReport{File: path}
-		events, _, errs := signaling.ReadAll(path, format)
+		events, _, errs := sigio.ReadAll(path, format)
 		if len(errs) > 0 && len(events) == 0 && !isLineError(errs[0]) {
 			fr.Error = errs[0].Error()
 			fmt.Fprintf(errw, "m2ho replay: %s: %v\n", path, errs[0])

@@ -27,6 +27,7 @@ import (
 	"github.com/m2ho/m2ho/m2ho/bwe"
 	"github.com/m2ho/m2ho/proxy"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 	"github.com/m2ho/m2ho/tun"
 )
 
@@ -411,7 +412,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			undo = append(undo, func() { os.Remove(dir) })
 		}
 	}
-	srv, err := signaling.Listen(c.Socket, func(ev signaling.Event) {
+	srv, err := sigio.Listen(c.Socket, func(ev signaling.Event) {
 		now := time.Now()
 		eng.Do(func() { ctrl.OnEvent(now, &ev) })
 	})

@@ -30,6 +30,7 @@ import (
 
 	"github.com/m2ho/m2ho/bench/netns"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // The real-kernel tests run the built m2ho binary under `ip netns exec`
@@ -320,12 +321,12 @@ func (d *daemon) waitMetric(name string, cond func(float64) bool, within time.Du
 // several goroutines (the socket takes one writer).
 type feeder struct {
 	mu  sync.Mutex
-	cli *signaling.Client
+	cli *sigio.Client
 }
 
 func dialFeeder(t testing.TB, d *daemon) *feeder {
 	t.Helper()
-	cli, err := signaling.Dial(d.socket)
+	cli, err := sigio.Dial(d.socket)
 	if err != nil {
 		t.Fatal(err)
 	}

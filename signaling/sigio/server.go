@@ -1,4 +1,8 @@
-package signaling
+// Package sigio is the I/O side of package signaling: the live Unix-socket
+// server and its client, and opening trace files. Package signaling itself
+// (the event model, the JSON-lines codec, the XCAL reader over io.Reader)
+// does no I/O of its own.
+package sigio
 
 import (
 	"bufio"
@@ -10,6 +14,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/m2ho/m2ho/signaling"
 )
 
 // Server is the live signalling socket: a Unix stream socket that one
@@ -20,7 +26,7 @@ import (
 type Server struct {
 	path    string
 	ln      *net.UnixListener
-	sink    func(Event)
+	sink    func(signaling.Event)
 	maxLine int
 
 	mu     sync.Mutex
@@ -32,9 +38,9 @@ type Server struct {
 
 // ServerStats counts the server's work over all connections.
 type ServerStats struct {
-	Stats           // lines, events, skipped (unknown kinds), errors
-	Connections int // writers accepted
-	Busy        int // connections refused because a writer was connected
+	signaling.Stats     // lines, events, skipped (unknown kinds), errors
+	Connections     int // writers accepted
+	Busy            int // connections refused because a writer was connected
 }
 
 // ServerOption configures Listen.
@@ -52,11 +58,11 @@ const replyTimeout = time.Second
 // slow sink slows the writer (the socket applies back-pressure) rather
 // than queueing without bound. A stale socket file left by a dead server
 // is replaced; a live one is an error.
-func Listen(path string, sink func(Event), opts ...ServerOption) (*Server, error) {
+func Listen(path string, sink func(signaling.Event), opts ...ServerOption) (*Server, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		if c, err := net.Dial("unix", path); err == nil {
 			c.Close()
-			return nil, fmt.Errorf("signaling: %s: a server is already listening", path)
+			return nil, fmt.Errorf("sigio: %s: a server is already listening", path)
 		}
 		os.Remove(path)
 	}
@@ -64,12 +70,12 @@ func Listen(path string, sink func(Event), opts ...ServerOption) (*Server, error
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{path: path, ln: ln, sink: sink, maxLine: MaxLine}
+	s := &Server{path: path, ln: ln, sink: sink, maxLine: signaling.MaxLine}
 	for _, o := range opts {
 		o(s)
 	}
 	if s.maxLine <= 0 {
-		s.maxLine = MaxLine
+		s.maxLine = signaling.MaxLine
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -147,52 +153,39 @@ func (s *Server) serve(c net.Conn) {
 		s.active = nil
 		s.mu.Unlock()
 	}()
-	lr := newLineReader(bufio.NewReaderSize(c, s.maxLine+2), s.maxLine)
+	lr := signaling.NewLineReader(bufio.NewReaderSize(c, s.maxLine+2), s.maxLine)
 	var reply []byte
 	for {
-		line, err := lr.next()
-		var pe *ParseError
+		line, err := lr.Next()
 		switch {
-		case err == errLineTooLong:
-			pe = &ParseError{Field: "json", Msg: "line longer than " + strconv.Itoa(s.maxLine) + " bytes"}
+		case err == signaling.ErrLineTooLong:
+			err = &signaling.ParseError{Field: "json", Msg: "line longer than " + strconv.Itoa(s.maxLine) + " bytes"}
 		case err != nil:
 			return
-		case isBlank(line):
+		case signaling.IsBlank(line):
 			continue
 		}
-		var e Event
-		if pe == nil {
-			e, err = parseLine(line)
-			if err != nil {
-				var uk *errUnknownKind
-				if errors.As(err, &uk) {
-					s.mu.Lock()
-					s.stats.Lines++
-					s.stats.skip("unknown kind " + strconv.Quote(truncate(uk.kind, 32)))
-					s.mu.Unlock()
-					continue
-				}
-				pe = err.(*ParseError)
-			}
+		var e signaling.Event
+		if err == nil {
+			e, err = signaling.ParseLine(line)
 		}
 		s.mu.Lock()
-		s.stats.Lines++
-		if pe != nil {
-			s.stats.Errors++
-		} else {
-			s.stats.event(&e)
-		}
+		s.stats.CountLine(&e, err)
 		s.mu.Unlock()
-		if pe != nil {
-			pe.Line = lr.line
-			reply = append(reply[:0], "error: "...)
-			reply = append(reply, pe.Error()...)
-			reply = append(reply, '\n')
-			c.SetWriteDeadline(time.Now().Add(replyTimeout))
-			c.Write(reply) // a writer that does not read loses its replies, not its feed
+		if err == nil {
+			s.sink(e)
 			continue
 		}
-		s.sink(e)
+		if signaling.IsUnknownKind(err) {
+			continue
+		}
+		pe := err.(*signaling.ParseError)
+		pe.Line = lr.Line()
+		reply = append(reply[:0], "error: "...)
+		reply = append(reply, pe.Error()...)
+		reply = append(reply, '\n')
+		c.SetWriteDeadline(time.Now().Add(replyTimeout))
+		c.Write(reply) // a writer that does not read loses its replies, not its feed
 	}
 }
 
@@ -214,12 +207,12 @@ func Dial(path string) (*Client, error) {
 	return &Client{conn: c, buf: make([]byte, 0, 256)}, nil
 }
 
-// Send writes e as one line; see AppendJSON for the events it refuses.
+// Send writes e as one line; see signaling.AppendJSON for the events it refuses.
 // It is safe for concurrent use.
-func (c *Client) Send(e *Event) error {
+func (c *Client) Send(e *signaling.Event) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	b, err := AppendJSON(c.buf[:0], e)
+	b, err := signaling.AppendJSON(c.buf[:0], e)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package signaling
+package sigio
 
 import (
 	"bufio"
@@ -10,24 +10,26 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/m2ho/m2ho/signaling"
 )
 
 type collector struct {
 	mu     sync.Mutex
-	events []Event
+	events []signaling.Event
 	ch     chan struct{}
 }
 
 func newCollector() *collector { return &collector{ch: make(chan struct{}, 1024)} }
 
-func (c *collector) sink(e Event) {
+func (c *collector) sink(e signaling.Event) {
 	c.mu.Lock()
 	c.events = append(c.events, e)
 	c.mu.Unlock()
 	c.ch <- struct{}{}
 }
 
-func (c *collector) wait(t *testing.T, n int) []Event {
+func (c *collector) wait(t *testing.T, n int) []signaling.Event {
 	t.Helper()
 	for i := 0; i < n; i++ {
 		select {
@@ -38,7 +40,20 @@ func (c *collector) wait(t *testing.T, n int) []Event {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]Event(nil), c.events...)
+	return append([]signaling.Event(nil), c.events...)
+}
+
+var t0 = time.Date(2023, 2, 16, 22, 44, 53, 100_000_000, time.UTC)
+
+// testEvents has one event of each kind.
+var testEvents = []signaling.Event{
+	{Time: t0, Kind: signaling.KindReport, Meas: signaling.MeasA3,
+		Serving:  signaling.Cell{ID: "88", Type: signaling.CellSub6, RSRP: -96, RSRQ: -15.5, HasSignal: true},
+		Neighbor: signaling.Cell{ID: "393", Type: signaling.CellSub6, RSRP: -91, HasSignal: true}},
+	{Time: t0, Kind: signaling.KindHOCommand, HO: signaling.HOSNChange,
+		Serving: signaling.Cell{ID: "522", Type: signaling.CellMmWave}, Target: signaling.Cell{ID: "524", Type: signaling.CellMmWave}},
+	{Time: t0, Kind: signaling.KindRandomAccess, RAReason: signaling.RAHandover, RAResult: signaling.RASuccess},
+	{Time: t0, Kind: signaling.KindMACSlot, RBRatio: 0.95, Bytes: 12000, Serving: signaling.Cell{ID: "88"}},
 }
 
 func listen(t *testing.T, c *collector, opts ...ServerOption) (*Server, string) {
@@ -60,12 +75,12 @@ func TestServerClientEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	var want []Event
-	for _, tc := range roundTripEvents {
-		if err := cl.Send(&tc.e); err != nil {
+	var want []signaling.Event
+	for _, e := range testEvents {
+		if err := cl.Send(&e); err != nil {
 			t.Fatal(err)
 		}
-		want = append(want, tc.e)
+		want = append(want, e)
 	}
 	if got := c.wait(t, len(want)); !reflect.DeepEqual(got, want) {
 		t.Errorf("sink got\n%+v\nwant\n%+v", got, want)
@@ -74,7 +89,7 @@ func TestServerClientEvents(t *testing.T) {
 	if st.Connections != 1 || st.Events != len(want) || st.Errors != 0 || st.Busy != 0 {
 		t.Errorf("stats %+v", st)
 	}
-	if err := cl.Send(&Event{Kind: KindUnknown}); err == nil {
+	if err := cl.Send(&signaling.Event{Kind: signaling.KindUnknown}); err == nil {
 		t.Error("client sent an unknown-kind event")
 	}
 }
@@ -112,7 +127,7 @@ func TestServerBadLinesAndBusy(t *testing.T) {
 			t.Fatalf("reply %q (%v), want prefix %q", got, err, want)
 		}
 	}
-	if got := c.wait(t, 2); len(got) != 2 || got[1].RAResult != RASuccess {
+	if got := c.wait(t, 2); len(got) != 2 || got[1].RAResult != signaling.RASuccess {
 		t.Fatalf("events %+v", got)
 	}
 
@@ -144,7 +159,7 @@ func TestServerBadLinesAndBusy(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cl.Send(&roundTripEvents[8].e)
+		cl.Send(&testEvents[2])
 		select {
 		case <-c.ch:
 			cl.Close()
@@ -178,12 +193,12 @@ func TestListenStaleAndLive(t *testing.T) {
 	}
 	ln.SetUnlinkOnClose(false)
 	ln.Close()
-	s, err := Listen(path, func(Event) {})
+	s, err := Listen(path, func(signaling.Event) {})
 	if err != nil {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
 	defer s.Close()
-	if _, err := Listen(path, func(Event) {}); err == nil {
+	if _, err := Listen(path, func(signaling.Event) {}); err == nil {
 		t.Error("second Listen on a live socket succeeded")
 	}
 }
@@ -196,7 +211,7 @@ func TestServerCloseWithActiveWriter(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	cl.Send(&roundTripEvents[8].e)
+	cl.Send(&testEvents[2])
 	c.wait(t, 1)
 	done := make(chan error)
 	go func() { done <- s.Close() }()
