@@ -1,8 +1,6 @@
 package signaling
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,9 +12,8 @@ import (
 
 // The JSON-lines format is specified in FORMAT.md. The writer appends by
 // hand (no reflection, no allocation beyond the destination buffer) so the
-// emulator can publish MAC slots at slot rate; the reader uses
-// encoding/json into a struct of pointers so that "absent" and "zero" are
-// told apart for the required-field checks.
+// emulator can publish MAC slots at slot rate; the reader is Decoder
+// (decode.go), also allocation-free.
 
 // AppendJSON appends e as one JSON line (with its "\n") to dst. It fails,
 // leaving dst's contents up to len(dst) untouched, for events that cannot
@@ -202,50 +199,6 @@ func (w *Writer) Write(e *Event) error {
 	return err
 }
 
-type jsonCell struct {
-	ID   *string  `json:"id"`
-	Type *string  `json:"type"`
-	RSRP *float64 `json:"rsrp"`
-	RSRQ *float64 `json:"rsrq"`
-}
-
-type jsonEvent struct {
-	T        *string   `json:"t"`
-	Kind     *string   `json:"kind"`
-	Event    *string   `json:"event"`
-	Serving  *jsonCell `json:"serving"`
-	Neighbor *jsonCell `json:"neighbor"`
-	HO       *string   `json:"ho"`
-	Target   *jsonCell `json:"target"`
-	Reason   *string   `json:"reason"`
-	Result   *string   `json:"result"`
-	RB       *float64  `json:"rb"`
-	Bytes    *int64    `json:"bytes"`
-	Cell     *string   `json:"cell"`
-}
-
-// errUnknownKind marks a well-formed line whose "kind" this version does
-// not know: readers count and skip it rather than fail, so newer writers
-// can add kinds.
-type errUnknownKind struct{ kind string }
-
-func (e *errUnknownKind) Error() string { return "unknown kind " + strconv.Quote(e.kind) }
-
-// ParseLine parses one JSON line (without or with its newline). Errors are
-// *ParseError with File "" and Line 0, or, for a "kind" this version does
-// not know, a *ParseError whose Field is "kind" and which IsUnknownKind
-// reports true for.
-func ParseLine(line []byte) (Event, error) {
-	ev, err := parseLine(line)
-	if err != nil {
-		var uk *errUnknownKind
-		if errors.As(err, &uk) {
-			return Event{}, &ParseError{Field: "kind", Msg: uk.Error(), unknownKind: uk.kind, isUnknownKind: true}
-		}
-	}
-	return ev, err
-}
-
 // IsUnknownKind reports whether err is a ParseError for a line that is
 // well-formed but has a kind this version does not know (such lines are
 // skipped, not fatal).
@@ -258,159 +211,11 @@ func perr(field, format string, a ...any) *ParseError {
 	return &ParseError{Field: field, Msg: fmt.Sprintf(format, a...)}
 }
 
-func parseLine(line []byte) (Event, error) {
-	var j jsonEvent
-	line = bytes.TrimSpace(line)
-	if len(line) == 0 {
-		return Event{}, perr("json", "empty line")
-	}
-	if err := json.Unmarshal(line, &j); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) && te.Field != "" {
-			return Event{}, perr(te.Field, "want %s, got JSON %s", te.Type, te.Value)
-		}
-		return Event{}, perr("json", "%v", trimJSONErr(err))
-	}
-	var e Event
-	if j.T == nil {
-		return e, perr("t", "missing")
-	}
-	t, err := time.Parse(time.RFC3339Nano, *j.T)
-	if err != nil {
-		return e, perr("t", "not an RFC 3339 time: %q", *j.T)
-	}
-	e.Time = t.UTC()
-	if y := e.Time.Year(); y < 0 || y > 9999 {
-		return Event{}, perr("t", "year %d outside 0000-9999 in UTC", y)
-	}
-	if j.Kind == nil {
-		return Event{}, perr("kind", "missing")
-	}
-	k, ok := ParseKind(*j.Kind)
-	if !ok || k == KindUnknown {
-		return Event{}, &errUnknownKind{*j.Kind}
-	}
-	e.Kind = k
-	switch k {
-	case KindReport:
-		if e.Meas, err = parseEnum(j.Event, "event", ParseMeasEvent); err != nil {
-			return Event{}, err
-		}
-		if j.Serving == nil {
-			return Event{}, perr("serving", "missing")
-		}
-		if e.Serving, err = j.Serving.cell("serving"); err != nil {
-			return Event{}, err
-		}
-		if j.Neighbor != nil {
-			if e.Neighbor, err = j.Neighbor.cell("neighbor"); err != nil {
-				return Event{}, err
-			}
-		}
-	case KindHOCommand:
-		if e.HO, err = parseEnum(j.HO, "ho", ParseHOKind); err != nil {
-			return Event{}, err
-		}
-		if j.Target == nil {
-			return Event{}, perr("target", "missing")
-		}
-		if e.Target, err = j.Target.cell("target"); err != nil {
-			return Event{}, err
-		}
-		if j.Serving != nil {
-			if e.Serving, err = j.Serving.cell("serving"); err != nil {
-				return Event{}, err
-			}
-		}
-	case KindRandomAccess:
-		if e.RAReason, err = parseEnum(j.Reason, "reason", ParseRAReason); err != nil {
-			return Event{}, err
-		}
-		if e.RAResult, err = parseEnum(j.Result, "result", ParseRAResult); err != nil {
-			return Event{}, err
-		}
-	case KindMACSlot:
-		if j.RB == nil {
-			return Event{}, perr("rb", "missing")
-		}
-		if !(*j.RB >= 0 && *j.RB <= 1) {
-			return Event{}, perr("rb", "%v outside [0, 1]", *j.RB)
-		}
-		e.RBRatio = *j.RB
-		if j.Bytes == nil {
-			return Event{}, perr("bytes", "missing")
-		}
-		if *j.Bytes < 0 || *j.Bytes > math.MaxInt32 {
-			return Event{}, perr("bytes", "%d outside [0, 2^31)", *j.Bytes)
-		}
-		e.Bytes = int(*j.Bytes)
-		switch {
-		case j.Cell != nil && j.Serving != nil:
-			return Event{}, perr("cell", "both cell and serving given")
-		case j.Cell != nil:
-			if *j.Cell == "" {
-				return Event{}, perr("cell", "empty")
-			}
-			e.Serving.ID = *j.Cell
-		case j.Serving != nil:
-			if e.Serving, err = j.Serving.cell("serving"); err != nil {
-				return Event{}, err
-			}
-		}
-	}
-	return e, nil
-}
-
-func parseEnum[T any](s *string, field string, parse func(string) (T, bool)) (T, error) {
-	var zero T
-	if s == nil {
-		return zero, perr(field, "missing")
-	}
-	v, ok := parse(*s)
-	if !ok {
-		return zero, perr(field, "unknown value %q", *s)
-	}
-	return v, nil
-}
-
-func (j *jsonCell) cell(field string) (Cell, error) {
-	var c Cell
-	if j.ID != nil {
-		c.ID = *j.ID
-	}
-	if j.Type != nil {
-		t, ok := ParseCellType(*j.Type)
-		if !ok {
-			return Cell{}, perr(field+".type", "unknown value %q", *j.Type)
-		}
-		c.Type = t
-	}
-	if j.RSRP != nil || j.RSRQ != nil {
-		c.HasSignal = true
-		if j.RSRP != nil {
-			c.RSRP = *j.RSRP
-		}
-		if j.RSRQ != nil {
-			c.RSRQ = *j.RSRQ
-		}
-	}
-	return c, nil
-}
-
-// trimJSONErr drops encoding/json's "json: " prefix: the field already says
-// "json".
-func trimJSONErr(err error) string {
-	s := err.Error()
-	if len(s) > 6 && s[:6] == "json: " {
-		return s[6:]
-	}
-	return s
-}
-
 // JSONReader streams events from JSON lines; see FORMAT.md.
 type JSONReader struct {
 	name  string
 	lr    *lineReader
+	dec   Decoder
 	stats Stats
 }
 
@@ -437,20 +242,16 @@ func (r *JSONReader) Next() (Event, error) {
 		if isBlank(line) {
 			continue
 		}
-		r.stats.Lines++
-		e, err := parseLine(line)
+		e, err := r.dec.Decode(line)
+		r.stats.CountLine(&e, err)
 		if err != nil {
-			var uk *errUnknownKind
-			if errors.As(err, &uk) {
-				r.stats.skip("unknown kind " + strconv.Quote(truncate(uk.kind, 32)))
+			if IsUnknownKind(err) {
 				continue
 			}
-			r.stats.Errors++
 			pe := err.(*ParseError)
 			pe.File, pe.Line = r.name, r.lr.line
 			return Event{}, pe
 		}
-		r.stats.event(&e)
 		return e, nil
 	}
 }
