@@ -332,36 +332,45 @@ func (d *Decoder) top() error {
 }
 
 func (d *Decoder) eventObject() error {
-	return d.object(1, func(key []byte) error {
-		switch matchKey(key, eventKeys[:]) {
-		case keyT:
-			return d.str(&d.f.t, "t")
-		case keyKind:
-			return d.str(&d.f.kind, "kind")
-		case keyEvent:
-			return d.str(&d.f.event, "event")
-		case keyServing:
-			return d.cellObject(&d.f.serving, servingNames)
-		case keyNeighbor:
-			return d.cellObject(&d.f.neighbor, neighborNames)
-		case keyHO:
-			return d.str(&d.f.ho, "ho")
-		case keyTarget:
-			return d.cellObject(&d.f.target, targetNames)
-		case keyReason:
-			return d.str(&d.f.reason, "reason")
-		case keyResult:
-			return d.str(&d.f.result, "result")
-		case keyRB:
-			return d.float(&d.f.rb, "rb")
-		case keyBytes:
-			return d.int(&d.f.bytes, "bytes")
-		case keyCell:
-			return d.str(&d.f.cell, "cell")
+	more, err := d.enter(1)
+	for more && err == nil {
+		var key []byte
+		if key, err = d.key(); err != nil {
+			return err
 		}
-		_, err := d.skip(1)
-		return err
-	})
+		switch eventKey(key) {
+		case keyT:
+			err = d.str(&d.f.t, "t")
+		case keyKind:
+			err = d.str(&d.f.kind, "kind")
+		case keyEvent:
+			err = d.str(&d.f.event, "event")
+		case keyServing:
+			err = d.cellObject(&d.f.serving, servingNames)
+		case keyNeighbor:
+			err = d.cellObject(&d.f.neighbor, neighborNames)
+		case keyHO:
+			err = d.str(&d.f.ho, "ho")
+		case keyTarget:
+			err = d.cellObject(&d.f.target, targetNames)
+		case keyReason:
+			err = d.str(&d.f.reason, "reason")
+		case keyResult:
+			err = d.str(&d.f.result, "result")
+		case keyRB:
+			err = d.float(&d.f.rb, "rb")
+		case keyBytes:
+			err = d.int(&d.f.bytes, "bytes")
+		case keyCell:
+			err = d.str(&d.f.cell, "cell")
+		default:
+			_, err = d.skip(1)
+		}
+		if err == nil {
+			more, err = d.next()
+		}
+	}
+	return err
 }
 
 // cellObject reads a cell; a repeated key merges into the cell read
@@ -381,69 +390,84 @@ func (d *Decoder) cellObject(c *jsonCellFields, names *cellNames) error {
 	if !c.set {
 		*c = jsonCellFields{set: true}
 	}
-	return d.object(2, func(key []byte) error {
-		switch matchKey(key, cellKeys[:]) {
-		case keyID:
-			return d.str(&c.id, names.id)
-		case keyType:
-			return d.str(&c.typ, names.typ)
-		case keyRSRP:
-			return d.float(&c.rsrp, names.rsrp)
-		case keyRSRQ:
-			return d.float(&c.rsrq, names.rsrq)
+	more, err := d.enter(2)
+	for more && err == nil {
+		var key []byte
+		if key, err = d.key(); err != nil {
+			return err
 		}
-		_, err := d.skip(2)
-		return err
-	})
+		switch cellKey(key) {
+		case keyID:
+			err = d.str(&c.id, names.id)
+		case keyType:
+			err = d.str(&c.typ, names.typ)
+		case keyRSRP:
+			err = d.float(&c.rsrp, names.rsrp)
+		case keyRSRQ:
+			err = d.float(&c.rsrq, names.rsrq)
+		default:
+			_, err = d.skip(2)
+		}
+		if err == nil {
+			more, err = d.next()
+		}
+	}
+	return err
 }
 
-// object reads an object at nesting depth depth (its own level), calling
-// member with each key with d.i at the key's value.
-func (d *Decoder) object(depth int, member func(key []byte) error) error {
+// An object is read as enter, then for each member key, its value and
+// next. enter consumes the '{' of an object at nesting depth depth (its
+// own level) and says whether a member follows.
+func (d *Decoder) enter(depth int) (bool, error) {
 	if depth > maxDepth {
-		return perr("json", "nested deeper than %d", maxDepth)
+		return false, perr("json", "nested deeper than %d", maxDepth)
 	}
 	d.i++ // '{'
 	d.ws()
 	if d.i < len(d.p) && d.p[d.i] == '}' {
 		d.i++
-		return nil
+		return false, nil
 	}
-	for {
-		if d.i >= len(d.p) || d.p[d.i] != '"' {
-			return d.syntax("looking for a key string")
-		}
-		key, err := d.quoted()
-		if err != nil {
-			return err
-		}
-		d.ws()
-		if d.i >= len(d.p) || d.p[d.i] != ':' {
-			return d.syntax("after a key")
-		}
-		d.i++
-		d.ws()
-		if d.i >= len(d.p) {
-			return d.syntax("looking for a value")
-		}
-		if err := member(key); err != nil {
-			return err
-		}
-		d.ws()
-		if d.i >= len(d.p) {
-			return d.syntax("after an object member")
-		}
+	return true, nil
+}
+
+// key reads a member's key and its colon, leaving d.i at the value.
+func (d *Decoder) key() ([]byte, error) {
+	if d.i >= len(d.p) || d.p[d.i] != '"' {
+		return nil, d.syntax("looking for a key string")
+	}
+	key, err := d.quoted()
+	if err != nil {
+		return nil, err
+	}
+	d.ws()
+	if d.i >= len(d.p) || d.p[d.i] != ':' {
+		return nil, d.syntax("after a key")
+	}
+	d.i++
+	d.ws()
+	if d.i >= len(d.p) {
+		return nil, d.syntax("looking for a value")
+	}
+	return key, nil
+}
+
+// next reads what follows a member's value: a comma (another member
+// follows) or the closing brace.
+func (d *Decoder) next() (bool, error) {
+	d.ws()
+	if d.i < len(d.p) {
 		switch d.p[d.i] {
 		case ',':
 			d.i++
 			d.ws()
+			return true, nil
 		case '}':
 			d.i++
-			return nil
-		default:
-			return d.syntax("after an object member")
+			return false, nil
 		}
 	}
+	return false, d.syntax("after an object member")
 }
 
 func (d *Decoder) str(f *strField, field string) error {
@@ -481,7 +505,11 @@ func (d *Decoder) float(f *numField, field string) error {
 	if err != nil {
 		return err
 	}
-	v, perr := strconv.ParseFloat(view(lit), 64)
+	v, ok := simpleFloat(lit)
+	var perr error
+	if !ok {
+		v, perr = strconv.ParseFloat(view(lit), 64)
+	}
 	if perr != nil {
 		d.saveType(field, "a number", "number "+string(lit))
 		return nil
@@ -513,6 +541,44 @@ func (d *Decoder) int(f *intField, field string) error {
 	}
 	*f = intField{v: v, set: true}
 	return nil
+}
+
+// pow10 holds the powers of ten a float64 represents exactly.
+var pow10 = [...]float64{1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10,
+	1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22}
+
+// simpleFloat converts the common literals (no exponent, at most 15
+// digits) the way strconv.ParseFloat does for them: the digits as an exact
+// integer divided by an exact power of ten is correctly rounded.
+func simpleFloat(lit []byte) (float64, bool) {
+	neg := lit[0] == '-'
+	if neg {
+		lit = lit[1:]
+	}
+	var m uint64
+	digits, frac := 0, -1
+	for i, c := range lit {
+		switch {
+		case c >= '0' && c <= '9':
+			m = m*10 + uint64(c-'0')
+			digits++
+		case c == '.':
+			frac = i
+		default:
+			return 0, false // exponent
+		}
+	}
+	if digits > 15 {
+		return 0, false
+	}
+	f := float64(m)
+	if frac >= 0 {
+		f /= pow10[len(lit)-frac-1]
+	}
+	if neg {
+		f = -f
+	}
+	return f, true
 }
 
 // parseInt64 parses a JSON number literal as strconv.ParseInt(s, 10, 64)
@@ -572,10 +638,15 @@ func (d *Decoder) skip(depth int) (string, error) {
 		_, err := d.quoted()
 		return "string", err
 	case c == '{':
-		return "object", d.object(depth+1, func([]byte) error {
-			_, err := d.skip(depth + 1)
-			return err
-		})
+		more, err := d.enter(depth + 1)
+		for more && err == nil {
+			if _, err = d.key(); err == nil {
+				if _, err = d.skip(depth + 1); err == nil {
+					more, err = d.next()
+				}
+			}
+		}
+		return "object", err
 	case c == '[':
 		return "array", d.array(depth + 1)
 	case c == 't':
@@ -684,16 +755,12 @@ func (d *Decoder) quoted() ([]byte, error) {
 	p := d.p
 	start := d.i + 1
 	i := start
-	for i < len(p) {
-		c := p[i]
-		if c == '"' {
-			d.i = i + 1
-			return p[start:i], nil
-		}
-		if c == '\\' || c < ' ' || c >= utf8.RuneSelf {
-			break
-		}
+	for i < len(p) && plain[p[i]] {
 		i++
+	}
+	if i < len(p) && p[i] == '"' {
+		d.i = i + 1
+		return p[start:i], nil
 	}
 	// Slow path: escapes, control characters or non-ASCII.
 	out := len(d.scratch)
@@ -771,6 +838,15 @@ func (d *Decoder) quoted() ([]byte, error) {
 	}
 }
 
+// plain marks the bytes a string holds as they are: printable ASCII but
+// the quote and the backslash.
+var plain = func() (t [256]bool) {
+	for c := ' '; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 func isHex(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
@@ -821,15 +897,56 @@ func quoteChar(c byte) string {
 	return fmt.Sprintf("byte %#02x", c)
 }
 
-// matchKey finds key among names (lower-case ASCII) as encoding/json
-// matches a key to a field: exactly, else by Unicode simple case folding
-// (so "Kind", "KIND" and "\u212aind" with a Kelvin sign all name "kind").
-func matchKey(key []byte, names []string) int {
-	for i, n := range names {
-		if string(key) == n {
-			return i
-		}
+// eventKey and cellKey find a key as encoding/json matches a key to a
+// field: exactly, else by Unicode simple case folding (so "Kind", "KIND"
+// and "\u212aind" with a Kelvin sign all name "kind"). -1: not a key of
+// the schema.
+func eventKey(key []byte) int {
+	switch string(key) {
+	case "t":
+		return keyT
+	case "kind":
+		return keyKind
+	case "event":
+		return keyEvent
+	case "serving":
+		return keyServing
+	case "neighbor":
+		return keyNeighbor
+	case "ho":
+		return keyHO
+	case "target":
+		return keyTarget
+	case "reason":
+		return keyReason
+	case "result":
+		return keyResult
+	case "rb":
+		return keyRB
+	case "bytes":
+		return keyBytes
+	case "cell":
+		return keyCell
 	}
+	return foldedKey(key, eventKeys[:])
+}
+
+func cellKey(key []byte) int {
+	switch string(key) {
+	case "id":
+		return keyID
+	case "type":
+		return keyType
+	case "rsrp":
+		return keyRSRP
+	case "rsrq":
+		return keyRSRQ
+	}
+	return foldedKey(key, cellKeys[:])
+}
+
+// foldedKey matches key to names (lower-case ASCII) by case folding.
+func foldedKey(key []byte, names []string) int {
 	const longest = 8 // "neighbor"
 	var buf [longest]byte
 	folded := buf[:0]
