@@ -18,46 +18,64 @@ import (
 	"github.com/m2ho/m2ho/signaling"
 )
 
-// Server is the live signalling socket: a Unix stream socket that one
-// writer at a time (a modem-diagnostics shim or the emulator) feeds with
-// JSON lines. The protocol is in FORMAT.md: nothing is answered for a good
-// line; a bad one gets "error: <line>: <field>: <msg>\n" and the connection
-// stays up; a second writer gets "error: busy\n" and is closed.
+// Server is the live signalling socket: a Unix stream socket that writers
+// (a modem-diagnostics shim, the emulator, `m2ho feed`) feed with JSON
+// lines. The protocol and the merge rule are in FORMAT.md: each connection
+// has its own reader; events of all connections reach the sink one at a
+// time, each connection's in its order, across connections in the order
+// their lines were decoded. Nothing is answered for a good line; a bad one
+// gets "error: <line>: <field>: <msg>\n" and the connection stays up; a
+// writer beyond the connection limit gets "error: busy\n" and is closed.
 type Server struct {
-	path    string
-	ln      *net.UnixListener
-	sink    func(signaling.Event)
-	maxLine int
+	path      string
+	ln        *net.UnixListener
+	sink      func(signaling.Event)
+	maxLine   int
+	maxConns  int
+	newDecode func() func([]byte) (signaling.Event, error)
 
 	mu     sync.Mutex
 	stats  ServerStats
-	active net.Conn
+	conns  map[net.Conn]struct{}
 	closed bool
 	wg     sync.WaitGroup
+
+	deliver sync.Mutex // held while the sink runs: one event at a time
 }
 
 // ServerStats counts the server's work over all connections.
 type ServerStats struct {
 	signaling.Stats     // lines, events, skipped (unknown kinds), errors
 	Connections     int // writers accepted
-	Busy            int // connections refused because a writer was connected
+	Active          int // writers connected now
+	Busy            int // connections refused because MaxConns writers were connected
 }
 
 // ServerOption configures Listen.
 type ServerOption func(*Server)
 
-// WithMaxLine sets the longest accepted line (default MaxLine, 64 KiB).
+// WithMaxLine sets the longest accepted line (default signaling.MaxLine,
+// 64 KiB). It is also the size of each connection's read buffer.
 func WithMaxLine(n int) ServerOption { return func(s *Server) { s.maxLine = n } }
 
+// DefaultMaxConns is how many writers may be connected at once unless
+// WithMaxConns says otherwise.
+const DefaultMaxConns = 8
+
+// WithMaxConns bounds the writers connected at once (default
+// DefaultMaxConns); one more is answered "error: busy" and closed.
+func WithMaxConns(n int) ServerOption { return func(s *Server) { s.maxConns = n } }
+
 // replyTimeout bounds how long an error reply may block: a writer that
-// never reads its socket must not stall the feed.
+// never reads its socket must not stall its own feed for long (and cannot
+// stall the others', whose readers are separate).
 const replyTimeout = time.Second
 
 // Listen creates the socket at path and serves it until Close. sink is
-// called for every good event, in order, from one goroutine at a time; a
-// slow sink slows the writer (the socket applies back-pressure) rather
-// than queueing without bound. A stale socket file left by a dead server
-// is replaced; a live one is an error.
+// called for every good event from one goroutine at a time; a slow sink
+// slows the writers (their sockets apply back-pressure) rather than
+// queueing without bound. A stale socket file left by a dead server is
+// replaced; a live one is an error.
 func Listen(path string, sink func(signaling.Event), opts ...ServerOption) (*Server, error) {
 	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		if c, err := net.Dial("unix", path); err == nil {
@@ -70,12 +88,22 @@ func Listen(path string, sink func(signaling.Event), opts ...ServerOption) (*Ser
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{path: path, ln: ln, sink: sink, maxLine: signaling.MaxLine}
+	s := &Server{path: path, ln: ln, sink: sink, maxLine: signaling.MaxLine, maxConns: DefaultMaxConns,
+		conns: make(map[net.Conn]struct{})}
 	for _, o := range opts {
 		o(s)
 	}
 	if s.maxLine <= 0 {
 		s.maxLine = signaling.MaxLine
+	}
+	if s.maxConns <= 0 {
+		s.maxConns = DefaultMaxConns
+	}
+	if s.newDecode == nil {
+		s.newDecode = func() func([]byte) (signaling.Event, error) {
+			d := new(signaling.Decoder)
+			return d.Decode
+		}
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
@@ -91,11 +119,12 @@ func (s *Server) Stats() ServerStats {
 	defer s.mu.Unlock()
 	st := s.stats
 	st.Stats = st.Stats.Clone()
+	st.Active = len(s.conns)
 	return st
 }
 
-// Close stops accepting, ends the current connection, waits for the
-// serving goroutines and removes the socket file.
+// Close stops accepting, ends the connections, waits for the serving
+// goroutines and removes the socket file.
 func (s *Server) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -103,8 +132,8 @@ func (s *Server) Close() error {
 		return nil
 	}
 	s.closed = true
-	if s.active != nil {
-		s.active.Close()
+	for c := range s.conns {
+		c.Close()
 	}
 	s.mu.Unlock()
 	err := s.ln.Close()
@@ -128,7 +157,7 @@ func (s *Server) acceptLoop() {
 			s.mu.Unlock()
 			c.Close()
 			return
-		case s.active != nil:
+		case len(s.conns) >= s.maxConns:
 			s.stats.Busy++
 			s.mu.Unlock()
 			c.SetWriteDeadline(time.Now().Add(replyTimeout))
@@ -136,7 +165,7 @@ func (s *Server) acceptLoop() {
 			c.Close()
 			continue
 		}
-		s.active = c
+		s.conns[c] = struct{}{}
 		s.stats.Connections++
 		s.mu.Unlock()
 		s.wg.Add(1)
@@ -144,15 +173,18 @@ func (s *Server) acceptLoop() {
 	}
 }
 
-// serve reads one writer's lines until it hangs up.
+// serve reads one writer's lines until it hangs up. Its buffer is its
+// own and bounded (maxLine); it waits only for its own socket and for its
+// turn at the sink.
 func (s *Server) serve(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		c.Close()
 		s.mu.Lock()
-		s.active = nil
+		delete(s.conns, c)
 		s.mu.Unlock()
 	}()
+	decode := s.newDecode()
 	lr := signaling.NewLineReader(bufio.NewReaderSize(c, s.maxLine+2), s.maxLine)
 	var reply []byte
 	for {
@@ -167,13 +199,15 @@ func (s *Server) serve(c net.Conn) {
 		}
 		var e signaling.Event
 		if err == nil {
-			e, err = signaling.ParseLine(line)
+			e, err = decode(line)
 		}
 		s.mu.Lock()
 		s.stats.CountLine(&e, err)
 		s.mu.Unlock()
 		if err == nil {
+			s.deliver.Lock()
 			s.sink(e)
+			s.deliver.Unlock()
 			continue
 		}
 		if signaling.IsUnknownKind(err) {
@@ -196,9 +230,9 @@ type Client struct {
 	buf  []byte
 }
 
-// Dial connects to the socket at path. The server refuses a second writer
-// by answering "error: busy" and closing, which Send then reports as a
-// write error.
+// Dial connects to the socket at path. A server with its connection limit
+// reached answers "error: busy" and closes, which Send then reports as a
+// write error (and Conn's reader sees as that line).
 func Dial(path string) (*Client, error) {
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -207,8 +241,8 @@ func Dial(path string) (*Client, error) {
 	return &Client{conn: c, buf: make([]byte, 0, 256)}, nil
 }
 
-// Send writes e as one line; see signaling.AppendJSON for the events it refuses.
-// It is safe for concurrent use.
+// Send writes e as one line; see signaling.AppendJSON for the events it
+// refuses. It is safe for concurrent use.
 func (c *Client) Send(e *signaling.Event) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -220,6 +254,9 @@ func (c *Client) Send(e *signaling.Event) error {
 	_, err = c.conn.Write(b)
 	return err
 }
+
+// Conn is the connection, for reading the server's answers.
+func (c *Client) Conn() net.Conn { return c.conn }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }

@@ -96,7 +96,7 @@ func TestServerClientEvents(t *testing.T) {
 
 func TestServerBadLinesAndBusy(t *testing.T) {
 	c := newCollector()
-	s, path := listen(t, c, WithMaxLine(1024))
+	s, path := listen(t, c, WithMaxLine(1024), WithMaxConns(1))
 	conn, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func TestServerBadLinesAndBusy(t *testing.T) {
 		t.Fatalf("events %+v", got)
 	}
 
-	// A second writer while the first is connected is refused.
+	// A second writer while the first is connected is refused (limit 1).
 	second, err := net.Dial("unix", path)
 	if err != nil {
 		t.Fatal(err)
