@@ -39,7 +39,8 @@ Subcommands:
   replay    run signalling traces through the handover predictor and score it
   run       the phone-side proxy: TUN, policy routing, signalling socket, metrics
   emulate   a user-space 5G link with handovers between two TUN devices
-  bench     A/B benchmark of TCP CUBIC through the emulated link, per variant`,
+  bench     A/B benchmark of TCP CUBIC through the emulated link, per variant
+  feed      replay a signalling trace into a running proxy's socket, at real or scaled time`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -49,6 +50,7 @@ Subcommands:
 	root.AddCommand(newRunCmd(g))
 	root.AddCommand(newEmulateCmd(g))
 	root.AddCommand(newBenchCmd(g))
+	root.AddCommand(newFeedCmd(g))
 	return root
 }
 
