@@ -873,6 +873,9 @@ func hex4(b []byte) (rune, bool) {
 }
 
 func (d *Decoder) ws() {
+	if d.i < len(d.p) && d.p[d.i] > ' ' {
+		return // compact JSON: the common case
+	}
 	for d.i < len(d.p) {
 		switch d.p[d.i] {
 		case ' ', '\t', '\n', '\r':
@@ -1053,7 +1056,7 @@ func parseRFC3339(s []byte) (time.Time, bool) {
 		}
 		s = s[n:]
 	}
-	t := time.Date(year, time.Month(month), day, hour, minute, sec, nsec, time.UTC)
+	t := time.Unix(unixDays(year, month, day)*86400+int64(hour*3600+minute*60+sec), int64(nsec)).UTC()
 	if len(s) == 1 && s[0] == 'Z' {
 		return t, true
 	}
@@ -1070,6 +1073,30 @@ func parseRFC3339(s []byte) (time.Time, bool) {
 		off = -off
 	}
 	return t.Add(-off), true
+}
+
+// unixDays is the number of days from 1970-01-01 to the given proleptic
+// Gregorian date (the days-from-civil algorithm: years start in March, so
+// the leap day is a year's last).
+func unixDays(year, month, day int) int64 {
+	y := int64(year)
+	if month <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 && y%400 != 0 {
+		era--
+	}
+	yoe := y - era*400 // [0, 399]
+	m := int64(month)
+	if m > 2 {
+		m -= 3
+	} else {
+		m += 9
+	}
+	doy := (153*m+2)/5 + int64(day) - 1    // [0, 365]
+	doe := yoe*365 + yoe/4 - yoe/100 + doy // [0, 146096]
+	return era*146097 + doe - 719468
 }
 
 func daysIn(month, year int) int {

@@ -160,9 +160,9 @@ func mutate(r *rand.Rand, line []byte) []byte {
 // TestDecoderAgreesOnMutations runs the differential check on random
 // mutations of the seed lines (a fixed seed, so failures reproduce).
 func TestDecoderAgreesOnMutations(t *testing.T) {
-	n := 200_000
+	n := 50_000
 	if testing.Short() {
-		n = 20_000
+		n = 5_000
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	seeds := seedLines()
@@ -284,6 +284,7 @@ func BenchmarkLinePath(b *testing.B) {
 				var got int
 				sink := func(e signaling.Event) { got += e.Bytes }
 				b.ReportAllocs()
+				cpu := processCPU()
 				for b.Loop() {
 					l, err := lr.Next()
 					if err != nil && err != io.EOF {
@@ -295,7 +296,29 @@ func BenchmarkLinePath(b *testing.B) {
 					}
 					sink(e)
 				}
+				reportCPU(b, cpu)
 			})
 		}
+	}
+}
+
+// The RFC 3339 fast path gives time.Parse's instant on every day of years
+// 0000-9999 at several times of day and offsets.
+func TestDecoderTimesAgree(t *testing.T) {
+	var d signaling.Decoder
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 20000; i++ {
+		y, mo, dd := r.IntN(10000), 1+r.IntN(12), 1+r.IntN(31)
+		ts := fmt.Sprintf("%04d-%02d-%02dT%02d:%02d:%02d", y, mo, dd, r.IntN(24), r.IntN(60), r.IntN(60))
+		if r.IntN(2) == 0 {
+			ts += "." + fmt.Sprintf("%09d", r.IntN(1_000_000_000))[:1+r.IntN(9)]
+		}
+		switch r.IntN(3) {
+		case 0:
+			ts += "Z"
+		default:
+			ts += fmt.Sprintf("%c%02d:%02d", "+-"[r.IntN(2)], r.IntN(24), r.IntN(60))
+		}
+		agree(t, &d, []byte(`{"t":"`+ts+`","kind":"ra","reason":"other","result":"failure"}`))
 	}
 }

@@ -77,7 +77,9 @@ func benchSocket(b *testing.B, line []byte, opt ServerOption) {
 	b.SetBytes(int64(len(line)))
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := processCPU()
 	send(b.N)
 	<-done
 	b.StopTimer()
+	reportCPU(b, cpu)
 }
