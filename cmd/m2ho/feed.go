@@ -316,6 +316,11 @@ func (f *traceFeeder) send(e *signaling.Event) error {
 	}
 	f.buf = b
 	if _, err := f.w.Write(b); err != nil {
+		// A refusal ("error: busy", then the server hangs up) can fail
+		// the write before the answer is read: read it first.
+		if f.replies != nil {
+			f.waitReplies(time.Second)
+		}
 		f.mu.Lock()
 		if f.busy != nil {
 			err = f.busy
