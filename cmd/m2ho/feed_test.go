@@ -223,6 +223,25 @@ func TestFeedCommand(t *testing.T) {
 	}
 }
 
+// The wall clock: the bundled example drive (about 100 s of trace) at
+// 1000 times real time; every event arrives, in order. No timing is
+// asserted.
+func TestFeedExampleDriveScaled(t *testing.T) {
+	path := filepath.Join(repoRoot(t), "configs", "example-drive.jsonl")
+	want, _, errs := sigio.ReadAll(path, signaling.FormatAuto)
+	if len(errs) > 0 || len(want) == 0 {
+		t.Fatalf("%s: %d events, %v", path, len(want), errs)
+	}
+	s, sink := listenFeed(t)
+	_, stderr, code := runCLI(t, "feed", "--speed", "1000", "--socket", s.Path(), path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if got := sink.waitFor(t, len(want)); !reflect.DeepEqual(got, want) {
+		t.Errorf("events arrived\n%+v\nwant\n%+v", got, want)
+	}
+}
+
 // A proxy with no writer slot left: feed says so and exits 1.
 func TestFeedBusy(t *testing.T) {
 	s, _ := listenFeed(t, sigio.WithMaxConns(1))
