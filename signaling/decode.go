@@ -34,7 +34,9 @@ type Decoder struct {
 	scratch []byte // unescaped strings of the line
 	typeErr *ParseError
 	f       lineFields
-	ids     map[string]string
+	ids     map[string]string // interned cell IDs
+	recent  [4]string         // the IDs last returned, looked up first
+	slot    uint8             // the slot of recent to fill next
 }
 
 // maxInterned bounds the decoder's cell ID table (real feeds name a few
@@ -284,9 +286,22 @@ func (d *Decoder) intern(b []byte) string {
 	if len(b) == 0 {
 		return ""
 	}
-	if s, ok := d.ids[string(b)]; ok {
-		return s
+	for _, s := range d.recent {
+		if s == string(b) {
+			return s
+		}
 	}
+	s, ok := d.ids[string(b)]
+	if !ok {
+		s = d.add(b)
+	}
+	d.recent[d.slot] = s
+	d.slot = (d.slot + 1) % uint8(len(d.recent))
+	return s
+}
+
+// add makes b a string and keeps it in the table if there is room.
+func (d *Decoder) add(b []byte) string {
 	s := string(b)
 	if len(b) <= maxInternLen {
 		if d.ids == nil {
