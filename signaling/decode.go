@@ -9,7 +9,6 @@ import (
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // Decoder reads JSON lines (FORMAT.md) into Events at MAC-slot rates: one
@@ -172,7 +171,7 @@ func (d *Decoder) event() (Event, error) {
 	if !f.kind.set {
 		return Event{}, perr("kind", "missing")
 	}
-	k, ok := ParseKind(view(f.kind.v))
+	k, ok := ParseKind(string(f.kind.v))
 	if !ok || k == KindUnknown {
 		kind := string(f.kind.v)
 		return Event{}, &ParseError{Field: "kind", Msg: "unknown kind " + strconv.Quote(kind), unknownKind: kind, isUnknownKind: true}
@@ -181,8 +180,9 @@ func (d *Decoder) event() (Event, error) {
 	var err error
 	switch k {
 	case KindReport:
-		if e.Meas, err = enumField(&f.event, "event", ParseMeasEvent); err != nil {
-			return Event{}, err
+		var ok bool
+		if e.Meas, ok = ParseMeasEvent(string(f.event.v)); !ok || !f.event.set {
+			return Event{}, badEnum(&f.event, "event")
 		}
 		if !f.serving.set {
 			return Event{}, perr("serving", "missing")
@@ -196,8 +196,9 @@ func (d *Decoder) event() (Event, error) {
 			}
 		}
 	case KindHOCommand:
-		if e.HO, err = enumField(&f.ho, "ho", ParseHOKind); err != nil {
-			return Event{}, err
+		var ok bool
+		if e.HO, ok = ParseHOKind(string(f.ho.v)); !ok || !f.ho.set {
+			return Event{}, badEnum(&f.ho, "ho")
 		}
 		if !f.target.set {
 			return Event{}, perr("target", "missing")
@@ -211,11 +212,12 @@ func (d *Decoder) event() (Event, error) {
 			}
 		}
 	case KindRandomAccess:
-		if e.RAReason, err = enumField(&f.reason, "reason", ParseRAReason); err != nil {
-			return Event{}, err
+		var ok bool
+		if e.RAReason, ok = ParseRAReason(string(f.reason.v)); !ok || !f.reason.set {
+			return Event{}, badEnum(&f.reason, "reason")
 		}
-		if e.RAResult, err = enumField(&f.result, "result", ParseRAResult); err != nil {
-			return Event{}, err
+		if e.RAResult, ok = ParseRAResult(string(f.result.v)); !ok || !f.result.set {
+			return Event{}, badEnum(&f.result, "result")
 		}
 	case KindMACSlot:
 		if !f.rb.set {
@@ -249,16 +251,15 @@ func (d *Decoder) event() (Event, error) {
 	return e, nil
 }
 
-func enumField[T any](f *strField, field string, parse func(string) (T, bool)) (T, error) {
-	var zero T
+// badEnum is the error for an enum field that is missing or names no
+// value. (The Parse functions are called directly, not through a func
+// value, so that the string conversion of their argument stays on the
+// stack.)
+func badEnum(f *strField, field string) *ParseError {
 	if !f.set {
-		return zero, perr(field, "missing")
+		return perr(field, "missing")
 	}
-	v, ok := parse(view(f.v))
-	if !ok {
-		return zero, perr(field, "unknown value %q", f.v)
-	}
-	return v, nil
+	return perr(field, "unknown value %q", f.v)
 }
 
 func (d *Decoder) cell(c *jsonCellFields, field string) (Cell, error) {
@@ -267,7 +268,7 @@ func (d *Decoder) cell(c *jsonCellFields, field string) (Cell, error) {
 		out.ID = d.intern(c.id.v)
 	}
 	if c.typ.set {
-		t, ok := ParseCellType(view(c.typ.v))
+		t, ok := ParseCellType(string(c.typ.v))
 		if !ok {
 			return Cell{}, perr(field+".type", "unknown value %q", c.typ.v)
 		}
@@ -313,10 +314,6 @@ func (d *Decoder) add(b []byte) string {
 	}
 	return s
 }
-
-// view is b as a string without a copy, for calls that only compare or
-// parse it and do not keep it.
-func view(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // The parser proper. Each function starts at the first byte of its value
 // (whitespace skipped by the caller) and returns a syntax error, which
@@ -523,7 +520,7 @@ func (d *Decoder) float(f *numField, field string) error {
 	v, ok := simpleFloat(lit)
 	var perr error
 	if !ok {
-		v, perr = strconv.ParseFloat(view(lit), 64)
+		v, perr = strconv.ParseFloat(string(lit), 64)
 	}
 	if perr != nil {
 		d.saveType(field, "a number", "number "+string(lit))
