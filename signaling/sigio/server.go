@@ -232,7 +232,7 @@ type Client struct {
 
 // Dial connects to the socket at path. A server with its connection limit
 // reached answers "error: busy" and closes, which Send then reports as a
-// write error (and Conn's reader sees as that line).
+// write error.
 func Dial(path string) (*Client, error) {
 	c, err := net.Dial("unix", path)
 	if err != nil {
@@ -254,9 +254,6 @@ func (c *Client) Send(e *signaling.Event) error {
 	_, err = c.conn.Write(b)
 	return err
 }
-
-// Conn is the connection, for reading the server's answers.
-func (c *Client) Conn() net.Conn { return c.conn }
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
