@@ -22,8 +22,8 @@ import (
 // (a modem-diagnostics shim, the emulator, `m2ho feed`) feed with JSON
 // lines. The protocol and the merge rule are in FORMAT.md: each connection
 // has its own reader; events of all connections reach the sink one at a
-// time, each connection's in its order, across connections in the order
-// their lines were decoded. Nothing is answered for a good line; a bad one
+// time, each connection's in its order, across connections in arrival
+// order (the order in which their readers, a line decoded, reach the sink). Nothing is answered for a good line; a bad one
 // gets "error: <line>: <field>: <msg>\n" and the connection stays up; a
 // writer beyond the connection limit gets "error: busy\n" and is closed.
 type Server struct {
