@@ -54,9 +54,10 @@ with that error.
 Malformed lines are reported as FILE:LINE: field: message (the first
 --max-errors of them; all are counted) and skipped; lines of message kinds
 the reader does not model are skipped silently. On long traces a progress
-line goes to stderr every --progress. The exit code is 0 when every line
-was read and sent, 1 when lines were malformed or the proxy went away, 2 on
-bad usage.
+line goes to stderr every --progress, and a summary at the end. The exit
+code is 0 when every line was read and sent, 1 when lines were malformed or
+the proxy refused the connection or went away, 2 on bad usage (a bad flag,
+or a FILE or --socket that cannot be opened).
 
 Examples:
   m2ho run --config configs/phone.yaml &
