@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/m2ho/m2ho/proxy/packettest"
 	"github.com/m2ho/m2ho/signaling"
 )
 
@@ -150,6 +151,34 @@ func TestDupAckCounter(t *testing.T) {
 	full.Observe(other)
 	if full.Observe(other) || full.Dups != 0 {
 		t.Error("a flow beyond MaxFlows was tracked")
+	}
+}
+
+// TestDupAckCounterIPv6ExtHeaders: a duplicate ACK behind IPv6 extension
+// headers is still a duplicate ACK (the emulator's former own parser read
+// the first next-header as the transport and missed these).
+func TestDupAckCounterIPv6ExtHeaders(t *testing.T) {
+	for _, ext := range [][]packettest.ExtHeader{
+		{packettest.HopByHop()},
+		{packettest.HopByHop(), packettest.DstOpts()},
+	} {
+		seg := packettest.TCP{Src: netip.MustParseAddrPort("[fd77:1::2]:40000"), Dst: netip.MustParseAddrPort("[fd77:3::2]:5201"),
+			Seq: 1, Ack: 7000, Flags: packettest.ACK, Window: 900, IPv6ExtHeaders: ext}
+		var c DupAckCounter
+		if c.Observe(seg.Build()) {
+			t.Fatal("first ACK of the flow counted as a duplicate")
+		}
+		if !c.Observe(seg.Build()) || c.Dups != 1 {
+			t.Fatalf("%d extension headers: duplicate ACK not counted (Dups %d)", len(ext), c.Dups)
+		}
+		seg.Payload = []byte("data")
+		if c.Observe(seg.Build()) {
+			t.Fatalf("%d extension headers: data segment counted as a duplicate ACK", len(ext))
+		}
+		p := seg.Build()
+		if a := testing.AllocsPerRun(1000, func() { c.Observe(p) }); a != 0 {
+			t.Errorf("Observe allocates %v per packet", a)
+		}
 	}
 }
 
