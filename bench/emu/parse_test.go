@@ -2,6 +2,7 @@ package emu
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,8 +13,27 @@ import (
 	"github.com/m2ho/m2ho/signaling"
 )
 
+// testDataDir is $M2HO_SHARED_DATA, else the repository's ../shared/data
+// (these tests run in bench/emu; bench/emu/driver.DataDir is the loader's).
+func testDataDir() string {
+	if d := os.Getenv("M2HO_SHARED_DATA"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "..", "..", "shared", "data")
+}
+
+// osOpts reads the files a scenario refers to from the file system, as
+// bench/emu/driver's loaders do.
+func osOpts(o LoadOptions) LoadOptions {
+	o.Open = func(p string) (io.ReadCloser, error) { return os.Open(p) }
+	if o.DataDir == "" {
+		o.DataDir = testDataDir()
+	}
+	return o
+}
+
 func dataDir(t testing.TB) string {
-	d := DataDir(".")
+	d := testDataDir()
 	if _, err := os.Stat(d); err != nil {
 		t.Skipf("shared data not found at %s (set M2HO_SHARED_DATA): %v", d, err)
 	}
@@ -128,7 +148,12 @@ func TestRealCapacityFiles(t *testing.T) {
 		{"mahimahi", "throughput-traces/Verizon-LTE-short.down", 1, 100},
 		{"mbps-trace", "throughput-traces/5g_trace_103_driving", 50, 2000},
 	} {
-		c, err := LoadCapacity(tc.kind, filepath.Join(d, tc.path))
+		f, err := os.Open(filepath.Join(d, tc.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ParseCapacity(tc.kind, tc.path, f)
+		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.path, err)
 		}
@@ -273,17 +298,26 @@ func TestBuiltinScenarios(t *testing.T) {
 	// Without an XCAL reader the measured drive cannot load; without
 	// ../shared/data it fails earlier, naming the missing capacity log.
 	want := "schedule.xcal"
-	if _, err := os.Stat(DataDir("")); err != nil {
+	if _, err := os.Stat(testDataDir()); err != nil {
 		want = "m2ho-mobicom24"
 	}
-	if _, err := Builtin("measured", LoadOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := Builtin("measured", osOpts(LoadOptions{})); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("measured without an XCAL reader: %v (want an error naming %s)", err, want)
+	}
+	// Without a file opener it fails naming the file it needs.
+	if _, err := Builtin("measured", LoadOptions{XCAL: func(string) ([]signaling.Event, error) { return nil, nil }}); err == nil ||
+		!strings.Contains(err.Error(), "m2ho-mobicom24/") || !strings.Contains(err.Error(), "LoadOptions.Open") {
+		t.Fatalf("measured without a file opener: %v", err)
 	}
 	if sc := md.Scaled(0.5); sc.Config.Scale != 0.5 || md.Config.Scale != 1 {
 		t.Fatal("Scaled must copy")
 	}
 	// The files on disk are the embedded ones.
-	disk, err := LoadScenario("scenarios/mixed-drive.yaml", LoadOptions{})
+	data, err := os.ReadFile("scenarios/mixed-drive.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, err := ParseScenario("scenarios/mixed-drive.yaml", "scenarios", data, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +339,7 @@ func TestMeasuredScenario(t *testing.T) {
 			{Time: d.Add(18*time.Second + 46*time.Millisecond), Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "522", Type: signaling.CellMmWave}},
 		}, nil
 	}
-	scn, err := Builtin("measured", LoadOptions{XCAL: fake})
+	scn, err := Builtin("measured", osOpts(LoadOptions{XCAL: fake}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,9 +5,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +45,15 @@ type LoadOptions struct {
 	// XCAL reads a signalling log (e.g. signaling.NewXCALReader over the
 	// file). Needed only by scenarios with schedule.xcal.
 	XCAL func(path string) ([]signaling.Event, error)
+	// Open opens a file the scenario refers to (capacity traces, iperf3
+	// logs), by its resolved path. Nil: a scenario that refers to a file
+	// fails to load, naming it. The file-system loaders of
+	// bench/emu/driver (LoadScenario, Builtin) fill it in.
+	Open func(path string) (io.ReadCloser, error)
 	// DataDir replaces the shared data directory for paths that start with
-	// ../shared/data/ (default: $M2HO_SHARED_DATA, else the repository's
-	// ../shared/data).
+	// ../shared/data/ ("": they stay relative to the scenario's directory;
+	// the loaders of bench/emu/driver default it to $M2HO_SHARED_DATA, else
+	// the repository's ../shared/data).
 	DataDir string
 	// Duration, when > 0, replaces the file's duration before a synthetic
 	// schedule is drawn, so a longer run gets handovers all along.
@@ -159,17 +165,6 @@ type scenarioFile struct {
 	} `yaml:"schedule"`
 }
 
-// LoadScenario reads a scenario YAML file; relative paths in it resolve
-// against the file's directory (../shared/data/... against the shared data
-// directory).
-func LoadScenario(path string, opts LoadOptions) (*Scenario, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseScenario(path, filepath.Dir(path), data, opts)
-}
-
 // Builtin returns one of the scenarios compiled into the binary
 // (BuiltinNames lists them).
 func Builtin(name string, opts LoadOptions) (*Scenario, error) {
@@ -217,42 +212,37 @@ type loader struct {
 	iperf     map[string]*IperfUDP
 }
 
-// DataDir is where tests and scenarios find /work/shared/data:
-// $M2HO_SHARED_DATA if set, else <repo root>/../shared/data, with the repo
-// root found by walking up from dir to go.mod.
-func DataDir(dir string) string {
-	if d := os.Getenv("M2HO_SHARED_DATA"); d != "" {
-		return d
-	}
-	if dir == "" {
-		dir, _ = os.Getwd()
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		for d := abs; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				return filepath.Join(d, "..", "shared", "data")
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return filepath.Join("..", "shared", "data")
-}
-
+// path resolves a file reference of the scenario: ../shared/data/...
+// against LoadOptions.DataDir when set, a relative one against the
+// scenario's directory. Paths are slash-separated (the driver runs on
+// Linux only).
 func (l *loader) path(p string) string {
 	const shared = "../shared/data/"
-	if rest, ok := strings.CutPrefix(p, shared); ok {
-		d := l.opts.DataDir
-		if d == "" {
-			d = DataDir(l.base)
-		}
-		return filepath.Join(d, rest)
+	if rest, ok := strings.CutPrefix(p, shared); ok && l.opts.DataDir != "" {
+		return path.Join(l.opts.DataDir, rest)
 	}
-	if filepath.IsAbs(p) || l.base == "" {
+	if path.IsAbs(p) || l.base == "" {
 		return p
 	}
-	return filepath.Join(l.base, p)
+	return path.Join(l.base, p)
+}
+
+// open opens a resolved file through LoadOptions.Open.
+func (l *loader) open(p string) (io.ReadCloser, error) {
+	if l.opts.Open == nil {
+		return nil, fmt.Errorf("%s: no file opener (LoadOptions.Open; bench/emu/driver loads from the file system)", p)
+	}
+	return l.opts.Open(p)
+}
+
+// capacityFile opens and parses one capacity trace of kind.
+func (l *loader) capacityFile(kind, p string) (Capacity, error) {
+	f, err := l.open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseCapacity(kind, p, f)
 }
 
 func (l *loader) iperf3(p string) (*IperfUDP, error) {
@@ -260,7 +250,7 @@ func (l *loader) iperf3(p string) (*IperfUDP, error) {
 	if c, ok := l.iperf[full]; ok {
 		return c, nil
 	}
-	f, err := os.Open(full)
+	f, err := l.open(full)
 	if err != nil {
 		return nil, err
 	}
@@ -302,9 +292,9 @@ func (l *loader) capacity(c capFile, field string) (Capacity, error) {
 			cp = ip.Series
 		}
 	case c.Mahimahi != "":
-		cp, err = LoadCapacity("mahimahi", l.path(c.Mahimahi))
+		cp, err = l.capacityFile("mahimahi", l.path(c.Mahimahi))
 	default:
-		cp, err = LoadCapacity("mbps-trace", l.path(c.MbpsTrace))
+		cp, err = l.capacityFile("mbps-trace", l.path(c.MbpsTrace))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", field, err)
@@ -546,7 +536,7 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	}
 	name := f.Name
 	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+		name = strings.TrimSuffix(path.Base(src), path.Ext(src))
 	}
 	scn := &Scenario{Name: name, Source: src, Config: cfg}
 	// Build once so that every error (unknown cells, overlapping
