@@ -173,12 +173,8 @@ func NewEngine(cfg EngineConfig, dev tun.Device, ctrl Controller, log *zap.Logge
 	return e
 }
 
-// Lock and Unlock serialize other work (signalling events for the
-// controller) with packet processing.
-func (e *Engine) Lock()   { e.mu.Lock() }
-func (e *Engine) Unlock() { e.mu.Unlock() }
-
-// Do runs f with the engine's mutex held.
+// Do runs f with the engine's mutex held, serializing other work
+// (signalling events and ticks for the controller) with packet processing.
 func (e *Engine) Do(f func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -264,17 +264,21 @@ func (l *loader) iperf3(p string) (*IperfUDP, error) {
 }
 
 func (l *loader) capacity(c capFile, field string) (Capacity, error) {
-	n := 0
-	for _, s := range []string{c.Mahimahi, c.Iperf3, c.MbpsTrace} {
-		if s != "" {
-			n++
+	var given []string
+	if c.Mbps != 0 {
+		given = append(given, "mbps")
+	}
+	for _, g := range []struct{ name, v string }{{"mahimahi", c.Mahimahi}, {"iperf3", c.Iperf3}, {"mbps_trace", c.MbpsTrace}} {
+		if g.v != "" {
+			given = append(given, g.name)
 		}
 	}
-	if c.Mbps != 0 {
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("%s: give exactly one of mbps, mahimahi, iperf3, mbps_trace", field)
+	switch len(given) {
+	case 0:
+		return nil, fmt.Errorf("%s: give exactly one of mbps, mahimahi, iperf3, mbps_trace (none given)", field)
+	case 1:
+	default:
+		return nil, fmt.Errorf("%s.%s: conflicts with %s.%s (give exactly one of mbps, mahimahi, iperf3, mbps_trace)", field, given[1], field, given[0])
 	}
 	var (
 		cp  Capacity
@@ -297,7 +301,7 @@ func (l *loader) capacity(c capFile, field string) (Capacity, error) {
 		cp, err = l.capacityFile("mbps-trace", l.path(c.MbpsTrace))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+		return nil, fmt.Errorf("%s.%s: %w", field, given[0], err)
 	}
 	return cp, nil
 }
@@ -358,8 +362,11 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	if f.RTT > 0 {
 		cfg.RTT = f.RTT
 	}
-	if f.Uplink.Mbps < 0 || f.Uplink.Mbps > 1e6 || f.Uplink.Buffer < 0 {
-		return nil, errors.New("uplink: mbps and buffer must be > 0")
+	if f.Uplink.Mbps < 0 || f.Uplink.Mbps > 1e6 {
+		return nil, errors.New("uplink.mbps: must be in (0, 1e6]")
+	}
+	if f.Uplink.Buffer < 0 {
+		return nil, errors.New("uplink.buffer: must be > 0")
 	}
 	if f.Uplink.Mbps > 0 {
 		cfg.UplinkMbps = f.Uplink.Mbps
@@ -367,8 +374,11 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	if f.Uplink.Buffer > 0 {
 		cfg.UplinkBuffer = int64(f.Uplink.Buffer)
 	}
-	if f.Slots.Sub6 < 0 || f.Slots.MmWave < 0 {
-		return nil, errors.New("slots: lengths must be > 0")
+	if f.Slots.Sub6 < 0 {
+		return nil, errors.New("slots.sub6: must be > 0")
+	}
+	if f.Slots.MmWave < 0 {
+		return nil, errors.New("slots.mmwave: must be > 0")
 	}
 	if f.Slots.Sub6 > 0 {
 		cfg.SlotSub6 = f.Slots.Sub6
@@ -449,18 +459,23 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 		}
 	}
 	sc := f.Schedule
-	kinds := 0
+	// One kind of schedule: synthetic, explicit (handovers and/or
+	// false_alarms) or xcal; a conflict names the two fields.
+	var kinds []string
 	if sc.Synthetic != nil {
-		kinds++
+		kinds = append(kinds, "schedule.synthetic")
 	}
-	if len(sc.Handovers) > 0 || len(sc.FalseAlarms) > 0 {
-		kinds++
+	switch {
+	case len(sc.Handovers) > 0:
+		kinds = append(kinds, "schedule.handovers")
+	case len(sc.FalseAlarms) > 0:
+		kinds = append(kinds, "schedule.false_alarms")
 	}
 	if sc.XCAL != "" {
-		kinds++
+		kinds = append(kinds, "schedule.xcal")
 	}
-	if kinds > 1 {
-		return nil, errors.New("schedule: give one of synthetic, handovers/false_alarms, xcal")
+	if len(kinds) > 1 {
+		return nil, fmt.Errorf("%s: conflicts with %s (give one of synthetic, handovers/false_alarms, xcal)", kinds[1], kinds[0])
 	}
 	switch {
 	case sc.Synthetic != nil:
@@ -517,8 +532,14 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 					return nil, fmt.Errorf("%s.type: %q is not sub6, mmwave or lte", field, h.Type)
 				}
 			}
-			if h.To == "" || h.At < 0 || h.Lead < 0 {
-				return nil, fmt.Errorf("%s: needs to, at >= 0 and lead >= 0", field)
+			if h.To == "" {
+				return nil, fmt.Errorf("%s.to: empty", field)
+			}
+			if h.At < 0 {
+				return nil, fmt.Errorf("%s.at: negative", field)
+			}
+			if h.Lead < 0 {
+				return nil, fmt.Errorf("%s.lead: negative", field)
 			}
 			cfg.Schedule.Handovers = append(cfg.Schedule.Handovers, Handover{At: h.At, To: h.To, ToType: t, Report: meas, Lead: h.Lead})
 		}
@@ -528,8 +549,11 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 			if !ok || meas == signaling.MeasA1 {
 				return nil, fmt.Errorf("%s.report: %q is not a measurement event other than A1", field, fa.Report)
 			}
-			if fa.At < 0 || fa.A1After < 0 {
-				return nil, fmt.Errorf("%s: at and a1_after must be >= 0", field)
+			if fa.At < 0 {
+				return nil, fmt.Errorf("%s.at: negative", field)
+			}
+			if fa.A1After < 0 {
+				return nil, fmt.Errorf("%s.a1_after: negative", field)
 			}
 			cfg.Schedule.FalseAlarms = append(cfg.Schedule.FalseAlarms, FalseAlarm{At: fa.At, Neighbor: fa.Neighbor, Report: meas, A1After: fa.A1After})
 		}
