@@ -130,10 +130,10 @@ func (q *Queue) Release(now time.Time, p *Pacer, send func([]byte) error) int {
 	packets, budget := p.Budget(now)
 	sent, bytes := 0, 0
 	for sent < packets && q.n > 0 {
-		l := int(q.lens[q.head])
-		if bytes+l > budget {
+		if bytes >= budget {
 			break
 		}
+		l := int(q.lens[q.head])
 		err := send(q.slot(q.head))
 		q.pop()
 		if err != nil {

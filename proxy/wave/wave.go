@@ -393,11 +393,13 @@ func (p *Pacer) nextStart() time.Time {
 }
 
 // Budget says how much may be released now: up to packets datagrams and
-// up to bytes bytes (math.MaxInt without a cap). packets == 0 means wait
-// (see Next). While a handover is predicted the bytes budget is ŝ_max minus
-// the bytes in flight; it is never zero when nothing is in flight, so the
-// cap can slow the sender but never stall it (M2HO MobiCom'24: the clamp is
-// never 0).
+// bytes (math.MaxInt without a cap): a release may go on while the bytes
+// it released are below bytes (so it may overshoot by less than one
+// packet, as a congestion window does). packets == 0 means wait (see
+// Next). While a handover is predicted the bytes budget is ŝ_max minus the
+// bytes in flight; with nothing in flight it is all of ŝ_max (> 0), so the
+// cap can slow the sender but never stall it (M2HO MobiCom'24: the clamp
+// is never 0).
 func (p *Pacer) Budget(now time.Time) (packets, bytes int) {
 	return p.budget(now, true)
 }
@@ -414,11 +416,11 @@ func (p *Pacer) budget(now time.Time, count bool) (packets, bytes int) {
 	if !p.predicted {
 		return packets, math.MaxInt
 	}
+	// cwnd-like: a release may start while bytes in flight are below ŝ_max
+	// and may overshoot it by less than one packet; with nothing in flight
+	// the budget is the whole cap, so the cap never stalls the sender.
 	used := p.inflight + p.pending
-	switch {
-	case used == 0:
-		return 1, math.MaxInt // never stall: one packet of any size
-	case used >= p.capBytes:
+	if used >= p.capBytes {
 		if count {
 			p.c.CapBlocked++
 		}
@@ -428,8 +430,7 @@ func (p *Pacer) budget(now time.Time, count bool) (packets, bytes int) {
 }
 
 func (p *Pacer) capBlocked() bool {
-	used := p.inflight + p.pending
-	return p.predicted && used > 0 && used >= p.capBytes
+	return p.predicted && p.inflight+p.pending >= p.capBytes
 }
 
 // Next says when the next release may happen and how many datagrams it
