@@ -190,3 +190,33 @@ func TestPureCore(t *testing.T) {
 		}
 	}
 }
+
+func TestEventsBounded(t *testing.T) {
+	e := NewEvents(2) // 2 events, 8 range slots
+	p, _ := New(Config{})
+	r := make([]AckRange, 5)
+	for i := range r {
+		r[i] = AckRange{int64(10 * i), int64(10*i + 1)}
+	}
+	e.Acked(t0, r) // 5 slots
+	e.Acked(t0, r) // 5 more > 8: dropped
+	e.Lost(t0, 1)  // fits (events 2)
+	e.Lost(t0, 2)  // events full: dropped
+	e.Acked(t0, r) // events full: dropped
+	if s := e.Stats(); s.Recorded != 2 || s.Dropped != 3 {
+		t.Fatalf("%+v", s)
+	}
+	if n := e.DrainInto(p); n != 2 {
+		t.Fatalf("drained %d", n)
+	}
+	e.Acked(t0, r) // room again
+	if s := e.Stats(); s.Recorded != 3 {
+		t.Fatalf("%+v", s)
+	}
+	big := make([]AckRange, MaxAckRanges+1)
+	e2 := NewEvents(0)
+	e2.Acked(t0, big)
+	if s := e2.Stats(); s.RangesTruncated != 1 || s.Recorded != 1 {
+		t.Fatalf("%+v", s)
+	}
+}

@@ -31,7 +31,7 @@ type event struct {
 // EventsStats counts what an Events buffer dropped.
 type EventsStats struct {
 	Recorded        uint64
-	Dropped         uint64 // events refused because the buffer was full
+	Dropped         uint64 // events refused because the buffer (events or ranges) was full
 	RangesTruncated uint64
 }
 
@@ -48,6 +48,7 @@ type Events struct {
 	n      int
 	ranges []AckRange
 	rHead  int // next free range slot
+	rUsed  int // range slots held by buffered events
 	st     EventsStats
 	notify chan struct{}
 }
@@ -103,14 +104,17 @@ func (e *Events) Acked(now time.Time, ranges []AckRange) {
 		e.st.RangesTruncated++
 		ranges = ranges[:MaxAckRanges] // QUIC lists the highest ranges first
 	}
+	if e.n == len(e.ev) || e.rUsed+len(ranges) > len(e.ranges) {
+		e.st.Dropped++
+		e.mu.Unlock()
+		return
+	}
 	off := e.rHead
 	for _, r := range ranges {
 		e.ranges[e.rHead] = r
 		e.rHead = (e.rHead + 1) % len(e.ranges)
 	}
-	// The ranges ring holds 4 ranges per event on average; it can only be
-	// overrun by more than len(ev)/8 full 32-range frames pending at once,
-	// and then the event buffer is nearly full as well.
+	e.rUsed += len(ranges)
 	e.push(event{kind: evAck, at: now, rOff: off, rN: len(ranges)})
 	e.mu.Unlock()
 }
@@ -141,6 +145,7 @@ func (e *Events) DrainInto(p *Pacer) int {
 			for i := 0; i < ev.rN; i++ {
 				buf[i] = e.ranges[(ev.rOff+i)%len(e.ranges)]
 			}
+			e.rUsed -= ev.rN
 			p.OnAck(ev.at, buf[:ev.rN])
 		}
 	}

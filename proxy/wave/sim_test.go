@@ -41,8 +41,9 @@ func (h *eventHeap) Pop() any {
 }
 
 type rateStep struct {
-	from time.Duration
-	rate float64 // bytes/s
+	from   time.Duration
+	rate   float64       // bytes/s
+	oneWay time.Duration // one-way delay from then on; 0 keeps the previous
 }
 
 type simLink struct {
@@ -102,6 +103,16 @@ func (s *simLink) rate(now time.Time) float64 {
 	return r
 }
 
+func (s *simLink) delay(now time.Time) time.Duration {
+	d := s.oneWay
+	for _, st := range s.rates {
+		if now.Sub(t0) >= st.from && st.oneWay > 0 {
+			d = st.oneWay
+		}
+	}
+	return d
+}
+
 func (s *simLink) push(e simEvent) {
 	s.seq++
 	e.seq = s.seq
@@ -141,7 +152,7 @@ func (s *simLink) sendAt(now time.Time) func([]byte) error {
 		dep := start.Add(time.Duration(float64(len(b)) / s.rate(start) * float64(time.Second)))
 		s.lastDep = dep
 		s.delivered[s.binOf(dep)] += len(b)
-		s.push(simEvent{at: dep.Add(s.oneWay), kind: 1, pn: pn})
+		s.push(simEvent{at: dep.Add(s.delay(dep)), kind: 1, pn: pn})
 		return nil
 	}
 }
@@ -166,7 +177,7 @@ func (s *simLink) sendAck(now time.Time) {
 	s.unacked = 0
 	s.timerArmed = false
 	s.timerGen++ // an ACK sent cancels the delayed-ack timer
-	s.push(simEvent{at: now.Add(s.oneWay), kind: 2, ack: s.ackFrame()})
+	s.push(simEvent{at: now.Add(s.delay(now)), kind: 2, ack: s.ackFrame()})
 }
 
 func (s *simLink) onAck(now time.Time, ranges []AckRange) {
@@ -288,7 +299,7 @@ const mbit = 1e6 / 8 // bytes/s per Mbit/s
 
 func TestSimLinkLowBDPConverges(t *testing.T) {
 	R := 10 * mbit
-	s := newSimLink(t, Config{}, []rateStep{{0, R}}, 10*time.Millisecond, 100)
+	s := newSimLink(t, Config{}, []rateStep{{0, R, 0}}, 10*time.Millisecond, 100)
 	s.run(5 * time.Second)
 	conv, ok := s.convergedAfter(0, 5*time.Second, R)
 	got := s.rateOver(2*time.Second, 5*time.Second)
@@ -306,7 +317,7 @@ func TestSimLinkLowBDPConverges(t *testing.T) {
 
 func TestSimLinkHighBDPConverges(t *testing.T) {
 	R := 10 * mbit
-	s := newSimLink(t, Config{}, []rateStep{{0, R}}, 300*time.Millisecond, 1000)
+	s := newSimLink(t, Config{}, []rateStep{{0, R, 0}}, 300*time.Millisecond, 1000)
 	s.run(10 * time.Second)
 	conv, ok := s.convergedAfter(0, 10*time.Second, R)
 	got := s.rateOver(4*time.Second, 10*time.Second)
@@ -326,7 +337,7 @@ func TestSimLinkRateSwitch(t *testing.T) {
 	}{{"up", lo, hi}, {"down", hi, lo}} {
 		t.Run(c.name, func(t *testing.T) {
 			sw := 3 * time.Second
-			s := newSimLink(t, Config{}, []rateStep{{0, c.r1}, {sw, c.r2}}, 10*time.Millisecond, 100)
+			s := newSimLink(t, Config{}, []rateStep{{0, c.r1, 0}, {sw, c.r2, 0}}, 10*time.Millisecond, 100)
 			s.run(6 * time.Second)
 			before, ok1 := s.convergedAfter(0, sw, c.r1)
 			after, ok2 := s.convergedAfter(sw, 6*time.Second, c.r2)
@@ -350,7 +361,7 @@ func TestSimLinkHandoverHint(t *testing.T) {
 	sw := 3 * time.Second
 	res := map[bool]time.Duration{}
 	for _, hint := range []bool{false, true} {
-		s := newSimLink(t, Config{}, []rateStep{{0, lo}, {sw, hi}}, 10*time.Millisecond, 100)
+		s := newSimLink(t, Config{}, []rateStep{{0, lo, 0}, {sw, hi, 0}}, 10*time.Millisecond, 100)
 		s.run(sw)
 		if hint {
 			if err := s.p.OnHandoverExecuted(t0.Add(sw), "mmWave", hi); err != nil {
@@ -368,5 +379,42 @@ func TestSimLinkHandoverHint(t *testing.T) {
 	}
 	if res[true] > res[false] {
 		t.Fatalf("the hint slowed re-convergence: %v with, %v without", res[true], res[false])
+	}
+}
+
+// QUIC Wave's bdp-switch situation: the path switches between a low-BDP
+// link (10 Mbit/s, RTT 20 ms) and a high-BDP one (40 Mbit/s, RTT 600 ms,
+// satellite-like) mid-transfer.
+func TestSimLinkBDPSwitch(t *testing.T) {
+	lowR, highR := 10*mbit, 40*mbit
+	low, high := 10*time.Millisecond, 300*time.Millisecond
+	for _, c := range []struct {
+		name       string
+		r1, r2     float64
+		d1, d2     time.Duration
+		buf1, buf2 int
+		wantWithin time.Duration
+	}{
+		// The RTT jumps 30-fold: samples above 10·min_rtt are ignored, so
+		// the new RTT enters only through the pilots until ΔRTT > β forces
+		// an adjustment, and the first train on the new path takes one new
+		// RTT (600 ms): a few RTTs, not 0.5 s.
+		{"low-to-high", lowR, highR, low, high, 100, 4000, 2 * time.Second},
+		// The first ACK train through the slow link sets its rate.
+		{"high-to-low", highR, lowR, high, low, 4000, 100, 500 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sw := 5 * time.Second
+			s := newSimLink(t, Config{}, []rateStep{{0, c.r1, c.d1}, {sw, c.r2, c.d2}}, c.d1, max(c.buf1, c.buf2))
+			s.run(12 * time.Second)
+			before, ok1 := s.convergedAfter(0, sw, c.r1)
+			after, ok2 := s.convergedAfter(sw, 12*time.Second, c.r2)
+			st := s.p.State()
+			t.Logf("%s: first convergence %v (%v); re-converged within 10%% %v after the switch (%v); rate last 3 s %.2f Mbit/s; drops %d; filtered samples %d; measured %d recovery %d adjustments %d; final mode %v TxTime %v min_rtt %v",
+				c.name, before, ok1, after, ok2, s.rateOver(9*time.Second, 12*time.Second)/mbit, s.drops, st.SamplesFiltered, st.BurstsMeasured, st.RecoveryUpdates, st.Adjustments, st.Mode, st.TxTime, st.MinRTT)
+			if !ok1 || !ok2 || after > c.wantWithin {
+				t.Fatalf("re-convergence %v (converged %v), want within %v", after, ok2, c.wantWithin)
+			}
+		})
 	}
 }
