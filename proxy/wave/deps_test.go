@@ -220,3 +220,29 @@ func TestEventsBounded(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+func TestPumpPushAllocatesNothing(t *testing.T) {
+	p, _ := New(Config{})
+	q, _ := NewQueue(QueueConfig{})
+	ev := NewEvents(0)
+	now := t0
+	var pn int64
+	m := NewPump(p, q, ev, func([]byte) error {
+		ev.Sent(now, pn, 1250, 1)
+		pn++
+		return nil
+	}, func() time.Time { now = now.Add(time.Millisecond); return now })
+	pkt := make([]byte, 1250)
+	push := func() {
+		m.Push(pkt)
+		if pn%10 == 0 && pn > 0 {
+			ev.Acked(now, []AckRange{{0, pn - 1}})
+		}
+	}
+	for i := 0; i < 200; i++ {
+		push()
+	}
+	if a := testing.AllocsPerRun(1000, push); a != 0 {
+		t.Fatalf("Pump.Push allocates %v per packet", a)
+	}
+}

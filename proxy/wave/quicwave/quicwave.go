@@ -192,8 +192,9 @@ func FromContext(ctx context.Context) *Trace {
 }
 
 // Tracer is a quic.Config.Tracer that uses the Trace found in the
-// connection's context (WithTrace); without one it falls back to inner
-// (which may be nil: no tracing).
+// connection's context (WithTrace; one Trace per connection: the inner
+// trace is attached to it); without one it falls back to inner (which may
+// be nil: no tracing).
 func Tracer(inner func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace) func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace {
 	return func(ctx context.Context, isClient bool, id quic.ConnectionID) qlogwriter.Trace {
 		t := FromContext(ctx)
