@@ -66,6 +66,7 @@ type simLink struct {
 	unacked    int
 	timerArmed bool
 	timerGen   int64
+	ackEvery   int // ack-eliciting packets per ACK frame (2: quic-go's packetsBeforeAck)
 
 	// sender loss detection
 	outstanding []int64
@@ -90,7 +91,7 @@ func newSimLink(t *testing.T, cfg Config, rates []rateStep, oneWay time.Duration
 	}
 	return &simLink{t: t, p: p, q: q, rates: rates, oneWay: oneWay, bufByte: bufPackets * size,
 		sentAt: map[int64]time.Time{}, recv: map[int64]bool{}, largest: -1,
-		bin: 50 * time.Millisecond, pkt: make([]byte, size)}
+		bin: 50 * time.Millisecond, pkt: make([]byte, size), ackEvery: 2}
 }
 
 func (s *simLink) rate(now time.Time) float64 {
@@ -237,7 +238,7 @@ func (s *simLink) run(end time.Duration) {
 					s.largest = e.pn
 				}
 				s.unacked++
-				if s.unacked >= 2 {
+				if s.unacked >= s.ackEvery {
 					s.sendAck(e.at)
 				} else if !s.timerArmed {
 					s.timerArmed = true
@@ -416,5 +417,27 @@ func TestSimLinkBDPSwitch(t *testing.T) {
 				t.Fatalf("re-convergence %v (converged %v), want within %v", after, ok2, c.wantWithin)
 			}
 		})
+	}
+}
+
+// QUIC Wave's recovery mode: a receiver that acks a whole burst in one
+// frame (as with GSO, or quic-go on loopback where a batch of packets is
+// read before an ACK goes out) leaves no dispersion; TxTime then follows
+// 0.4·TxTime + 0.2·(rtt − min_rtt), whose fixed point is (rtt − min_rtt)/3:
+// the sender probes until a queue of about 3·TxTime stands.
+func TestSimLinkRecoveryMode(t *testing.T) {
+	R := 10 * mbit
+	s := newSimLink(t, Config{}, []rateStep{{0, R, 0}}, 10*time.Millisecond, 100)
+	s.ackEvery = 10
+	s.run(5 * time.Second)
+	st := s.p.State()
+	got := s.rateOver(2*time.Second, 5*time.Second)
+	t.Logf("recovery mode, 10 Mbit/s RTT 20 ms: rate 2-5 s %.2f Mbit/s (%.1f%%); max bottleneck queue %v; drops %d; mode %v TxTime %v; recovery %d measured %d adjustments %d",
+		got/mbit, 100*got/R, s.maxDelay(2*time.Second, 5*time.Second), s.drops, st.Mode, st.TxTime, st.RecoveryUpdates, st.BurstsMeasured, st.Adjustments)
+	if st.RecoveryUpdates == 0 || st.BurstsMeasured != 0 {
+		t.Fatalf("recovery %d measured %d: the link should leave no ACK train", st.RecoveryUpdates, st.BurstsMeasured)
+	}
+	if got < 0.9*R {
+		t.Fatalf("recovery mode reaches only %.2f Mbit/s", got/mbit)
 	}
 }

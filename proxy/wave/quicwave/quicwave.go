@@ -78,6 +78,10 @@ func NewTrace(events *wave.Events, inner qlogwriter.Trace, clock func() time.Tim
 // Stats returns the adapter's counters.
 func (t *Trace) Stats() *Stats { return t.stats }
 
+// Events returns the buffer the Trace records into (give it to
+// wave.NewPump).
+func (t *Trace) Events() *wave.Events { return t.events }
+
 // AddProducer implements qlogwriter.Trace.
 func (t *Trace) AddProducer() qlogwriter.Recorder {
 	r := &recorder{t: t}
@@ -179,8 +183,9 @@ func (r *recorder) Close() error {
 type ctxKey struct{}
 
 // WithTrace returns a context carrying t. On a server, return it from
-// quic.Transport.ConnContext so each connection gets its own pacer; on a
-// client, pass it to Dial.
+// quic.Transport.ConnContext (a new Trace per connection), then after
+// Accept find it again with FromContext(conn.Context()) and build that
+// connection's wave.Pump on t.Events(); on a client, pass it to Dial.
 func WithTrace(ctx context.Context, t *Trace) context.Context {
 	return context.WithValue(ctx, ctxKey{}, t)
 }
