@@ -173,3 +173,77 @@ func TestRecorderMapping(t *testing.T) {
 		t.Fatalf("RecordEvent allocates %v", a)
 	}
 }
+
+// The server side (the downlink sender): a Trace per connection through
+// quic.Transport.ConnContext, found again with FromContext(conn.Context()).
+func TestServerWiringThroughConnContext(t *testing.T) {
+	srvTLS, cliTLS := tlsConfigs(t)
+	udp, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &quic.Transport{
+		Conn: udp,
+		ConnContext: func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) {
+			return WithTrace(ctx, NewTrace(wave.NewEvents(0), nil, nil)), nil
+		},
+	}
+	defer tr.Close()
+	conf := &quic.Config{EnableDatagrams: true, Tracer: Tracer(nil)}
+	ln, err := tr.Listen(srvTLS, conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cli, err := quic.DialAddr(ctx, udp.LocalAddr().String(), cliTLS, &quic.Config{EnableDatagrams: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.CloseWithError(0, "")
+	conn, err := ln.Accept(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trace := FromContext(conn.Context())
+	if trace == nil {
+		t.Fatal("no Trace in the accepted connection's context")
+	}
+	p, _ := wave.New(wave.Config{})
+	q, _ := wave.NewQueue(wave.QueueConfig{})
+	pump := wave.NewPump(p, q, trace.Events(), conn.SendDatagram, nil)
+	pctx, pcancel := context.WithCancel(ctx)
+	defer pcancel()
+	go pump.Run(pctx)
+	const total = 100
+	recvd := make(chan int, 1)
+	go func() {
+		n := 0
+		for n < total {
+			if _, err := cli.ReceiveDatagram(ctx); err != nil {
+				break
+			}
+			n++
+		}
+		recvd <- n
+	}()
+	buf := make([]byte, 1200)
+	for i := 0; i < total; i++ {
+		pump.Push(buf)
+	}
+	if n := <-recvd; n != total {
+		t.Fatalf("client received %d of %d", n, total)
+	}
+	for i := 0; i < 250; i++ {
+		if s, _ := pump.State(); s.PacketsAcked == s.PacketsSent && s.PacketsSent > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+		pump.Locked(func(time.Time, *wave.Pacer, *wave.Queue) {})
+	}
+	s, _ := pump.State()
+	t.Logf("server pacer: sent %d acked %d min_rtt %v mode %v TxTime %v", s.PacketsSent, s.PacketsAcked, s.MinRTT, s.Mode, s.TxTime)
+	if s.PacketsSent != total || s.PacketsAcked == 0 || s.MinRTT <= 0 || s.MinRTT > time.Second {
+		t.Fatalf("server pacer: %+v", s)
+	}
+}
