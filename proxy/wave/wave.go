@@ -37,10 +37,12 @@
 //     a packet of the burst: now − send time of the largest packet of the
 //     burst that frame newly acknowledges (ngtcp2 takes the RTT of the
 //     packet whose ACK arrived first).
+//
 //   - "ACKs" in "≥ 3 ACKs" and n in the ATD formula count distinct ACK
 //     frames that newly acknowledge part of the burst, not packets (ngtcp2
 //     counts distinct ACK arrival times). With quic-go's receiver acking
 //     every second ack-eliciting packet a 10-packet burst gives ~5 frames.
+//
 //   - A burst is settled when every datagram released in it has been seen
 //     in a sent packet and every such packet is acknowledged or declared
 //     lost. ngtcp2 waits for acked bytes == sent bytes, so a burst with a
@@ -48,30 +50,37 @@
 //     with a loss is settled (record freed, counted in BurstsLossy) but
 //     gives no ATD: the survivors' dispersion is not the dispersion of the
 //     burst that was sent.
+//
 //   - Only full bursts are measured: a burst that released fewer than
 //     BurstPackets datagrams (application-limited) or whose datagrams were
 //     released at more than one instant (the pacer filled up a burst window
 //     as data trickled in) gives RTT samples but no ATD or recovery update
 //     (BurstsAppLimited): its dispersion is the application's, not the
 //     path's.
+//
 //   - Recovery is applied when one ACK frame settles a full burst on its own
 //     (n = 1), at most once per ACK frame, with rtt = that frame's RTT
 //     sample. ngtcp2 triggers on "bytes delivered by one ACK ≥ one burst",
 //     which is the same situation seen from the bytes. A full burst settled
 //     by exactly 2 frames has neither a usable train nor the recovery
 //     situation: it gives no update (BurstsShortTrain).
+//
 //   - The adjustment test runs after each ΔRTT update, in tracking and in
 //     recovery (as ngtcp2 does); burst records are dropped in both cases
 //     (ngtcp2 drops them only in tracking). Packets already in flight keep
 //     their records for bytes-in-flight accounting but belong to no burst.
+//
 //   - avg_rtt has no value before the first burst (0): the first update
 //     sets it to the pilot (α would weight a meaningless 0 otherwise).
+//
 //   - The smoothed RTT used on adjustment is this package's own RFC 9002
 //     EWMA (7/8) over the ACK frames' RTT samples, ack delay not subtracted
 //     (Wave measures dispersion at the sender; the peer's ack delay does
 //     not enter any rule).
+//
 //   - ngtcp2 floors TxTime to whole milliseconds (a detail of its pacing
 //     interval); here TxTime keeps nanoseconds.
+//
 //   - Bounded memory: at most MaxBursts burst records and
 //     MaxBursts·BurstPackets packet records, in preallocated rings (ngtcp2
 //     mallocs one node per burst and never frees a lossy one). When a ring
@@ -79,6 +88,7 @@
 //     lost (PacketsEvicted), an evicted burst gives no sample
 //     (BurstsEvicted). The default 1024 bursts covers an RTT of 1 s at
 //     TxTime 1 ms.
+//
 //   - A burst window: once a burst starts at t0, up to BurstPackets
 //     datagrams may be released until t0 + TxTime, and the next burst may
 //     start at t0 + TxTime (computed with the current TxTime, so a new
