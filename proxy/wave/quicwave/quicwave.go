@@ -18,8 +18,8 @@
 // and the packer takes frames from its head, so the k-th datagram handed
 // to SendDatagram is the k-th DATAGRAM frame to appear in a PacketSent
 // event. The adapter counts DATAGRAM frames per sent packet and the pacer
-// matches them, oldest first, to the datagrams it released (wave.Pacer.
-// OnSent); the packet's number then ties its ACK to the burst. This holds
+// matches them, oldest first, to the datagrams it released
+// (wave.Pacer.OnSent); the packet's number then ties its ACK to the burst. This holds
 // as long as every datagram on the connection goes through the pacer
 // (other DATAGRAM packets are counted as PacketsUnpaced) and SendDatagram
 // succeeds for each one the pacer counts (the Queue reports only
