@@ -159,6 +159,9 @@ func TestDependencyDirection(t *testing.T) {
 		mod + "/proxy":     {mod + "/bench", mod + "/cmd", "github.com/spf13/cobra"},
 		mod + "/tun":       {mod + "/m2ho", mod + "/proxy", mod + "/bench"},
 		mod + "/bench/emu": {mod + "/m2ho", mod + "/proxy", mod + "/tun", mod + "/bench/emu/driver", mod + "/bench/netns"},
+		// the Wave pacer core: pure, on virtual time (its own test also
+		// allow-lists its direct imports)
+		mod + "/proxy/wave": {"github.com/quic-go/", "net", "os/exec", mod + "/tun", mod + "/m2ho", "go.uber.org/zap"},
 	}
 	// allowed are the leaves under a forbidden prefix.
 	allowed := map[string]bool{mod + "/proxy/packet": true}
