@@ -71,10 +71,10 @@ func TestXCALAllFiles(t *testing.T) {
 	}
 	var total Stats
 	var inf XCALInference
-	classes := map[HOKind]map[HOClass]int{}
+	classes := map[HOKind]map[HOType]int{}
 	snChecked := 0
 	var table strings.Builder
-	fmt.Fprintf(&table, "| file | rows | events | reports | HO cmds | sn-change | lte-anchor | sn-addition | horizontal | sub6->mmwave | mmwave->sub6 | RA (fail/abort) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&table, "| file | rows | events | reports | HO cmds | sn-change | lte-anchor | sn-addition | horizontal | sub6-to-mmwave | mmwave-to-sub6 | RA (fail/abort) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -112,7 +112,7 @@ func TestXCALAllFiles(t *testing.T) {
 		if st.Events != len(events) {
 			t.Errorf("%s: Stats.Events %d, returned %d", f, st.Events, len(events))
 		}
-		fileClass := map[HOClass]int{}
+		fileClass := map[HOType]int{}
 		raFail, raAbort := 0, 0
 		for i, e := range events {
 			if i > 0 && e.Time.Before(events[i-1].Time) {
@@ -129,13 +129,13 @@ func TestXCALAllFiles(t *testing.T) {
 			if e.Kind != KindHOCommand {
 				continue
 			}
-			c := e.HOClass()
-			if c == HOClassUnknown {
+			c := e.HOType()
+			if c == HOTypeUnknown {
 				t.Errorf("%s: %v handover at %v with unknown class (serving %v, target %v)", f, e.HO, e.Time, e.Serving.Type, e.Target.Type)
 			}
 			fileClass[c]++
 			if classes[e.HO] == nil {
-				classes[e.HO] = map[HOClass]int{}
+				classes[e.HO] = map[HOType]int{}
 			}
 			classes[e.HO][c]++
 			// The report an SN change answers (the last NR report since
