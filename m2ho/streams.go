@@ -72,10 +72,16 @@ var answerPrior = [numAnswerKinds]struct{ mean, dev, floor time.Duration }{
 }
 
 // A stream's deadline is its last report + mean + answerDevs·dev of its
-// kind's answer time, at least the kind's floor and at most maxAnswer.
+// kind's answer time, at least the kind's floor and resendFloor, at most
+// maxAnswer. resendFloor is above 480 ms, the longest reportInterval
+// (TS 38.331 ReportInterval ms120..ms480 as configured for handover
+// events) short enough to matter: a multi-shot re-send then always finds
+// its stream live, from the first re-send on (later ones also by the
+// stream's measured interval).
 const (
-	answerDevs = 4
-	maxAnswer  = 1500 * time.Millisecond
+	answerDevs  = 4
+	resendFloor = 500 * time.Millisecond
+	maxAnswer   = 1500 * time.Millisecond
 )
 
 // maxStreams bounds the live streams (a UE has a handful of measIds);
@@ -100,7 +106,7 @@ func (a *answerTime) add(d time.Duration) {
 
 func (a *answerTime) margin() time.Duration {
 	m := a.mean + answerDevs*a.dev
-	return min(max(m, a.floor), maxAnswer)
+	return min(max(m, a.floor, resendFloor), maxAnswer)
 }
 
 type stream struct {
@@ -109,6 +115,7 @@ type stream struct {
 	serving, nbr    string // cell IDs as the report names them
 	kind            answerKind
 	first, last, dl time.Time
+	interval        time.Duration // between its last two reports
 	typ             signaling.HOType
 	target          signaling.Cell
 }
@@ -251,14 +258,19 @@ func (p *Predictor) reportStreams(now time.Time, rs signaling.CellType, ev *sign
 	if !ok {
 		return Outcome{}
 	}
-	dl := now.Add(p.st.ans[kind].margin())
 	i := p.st.find(lte, ev)
 	if i < 0 {
 		i = p.st.add()
 		p.st.s[i] = stream{lte: lte, meas: ev.Meas, serving: ev.Serving.ID, nbr: ev.Neighbor.ID, kind: kind, first: now}
+	} else {
+		p.st.s[i].interval = now.Sub(p.st.s[i].last)
 	}
 	s := &p.st.s[i]
-	s.last, s.dl, s.typ, s.target = now, dl, typ, target
+	// A multi-shot stream stays live until its next re-send is overdue
+	// (reportInterval with a quarter's slack) if that is later than the
+	// answer time: a re-send is the same prediction.
+	margin := max(p.st.ans[kind].margin(), min(s.interval+s.interval/4, maxAnswer))
+	s.last, s.dl, s.typ, s.target = now, now.Add(margin), typ, target
 	p.st.latest = i
 	p.predTyp, p.target = typ, target
 	if p.live {
