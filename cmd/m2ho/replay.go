@@ -130,15 +130,18 @@ type replayReport struct {
 }
 
 type fileReport struct {
-	File        string                  `json:"file"`
-	Error       string                  `json:"error,omitempty"`
-	SHA256      string                  `json:"sha256,omitempty"`
-	DuplicateOf string                  `json:"duplicate_of,omitempty"`
-	BadLines    int                     `json:"bad_lines"`
-	Events      int                     `json:"events"`
-	Handovers   int                     `json:"handovers"`
-	Predictors  []score.PredictorReport `json:"predictors,omitempty"`
-	List        []listEntry             `json:"list,omitempty"`
+	File        string `json:"file"`
+	Error       string `json:"error,omitempty"`
+	SHA256      string `json:"sha256,omitempty"`
+	DuplicateOf string `json:"duplicate_of,omitempty"`
+	BadLines    int    `json:"bad_lines"`
+	Events      int    `json:"events"`
+	// UnknownReports are reports of an event the reader does not know
+	// (signaling.MeasUnknown): read, counted, not malformed.
+	UnknownReports int                     `json:"unknown_reports"`
+	Handovers      int                     `json:"handovers"`
+	Predictors     []score.PredictorReport `json:"predictors,omitempty"`
+	List           []listEntry             `json:"list,omitempty"`
 }
 
 // listEntry is one handover or false alarm of the --list predictor.
@@ -221,6 +224,11 @@ func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.W
 			}
 		}
 		fr.Events = len(events)
+		for i := range events {
+			if events[i].Kind == signaling.KindReport && events[i].Meas == signaling.MeasUnknown {
+				fr.UnknownReports++
+			}
+		}
 		for i, p := range score.Predictors {
 			c := score.Run(events, p.Rules, t2)
 			fr.Handovers = c.Handovers
@@ -291,6 +299,9 @@ func writeReplayText(w io.Writer, rep replayReport) error {
 		fmt.Fprintf(w, " (%d events, %d handovers", fr.Events, fr.Handovers)
 		if fr.BadLines > 0 {
 			fmt.Fprintf(w, ", %d malformed lines", fr.BadLines)
+		}
+		if fr.UnknownReports > 0 {
+			fmt.Fprintf(w, ", %d reports of unknown kind", fr.UnknownReports)
 		}
 		if fr.DuplicateOf != "" {
 			fmt.Fprintf(w, ", same content as %s", fr.DuplicateOf)

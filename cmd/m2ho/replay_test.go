@@ -234,6 +234,7 @@ type replayJSON struct {
 		File        string `json:"file"`
 		BadLines    int    `json:"bad_lines"`
 		Events      int    `json:"events"`
+		Unknown     int    `json:"unknown_reports"`
 		DuplicateOf string `json:"duplicate_of"`
 	} `json:"per_file"`
 }
@@ -263,7 +264,7 @@ func TestReplayUnknownReportKindsAreNotMalformed(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, code, errs := replayJSONOf(t, good)
-	if code != 0 || rep.Failed != 0 || rep.PerFile[0].BadLines != 0 || rep.PerFile[0].Events != 3 {
+	if code != 0 || rep.Failed != 0 || rep.PerFile[0].BadLines != 0 || rep.PerFile[0].Events != 3 || rep.PerFile[0].Unknown != 2 {
 		t.Fatalf("exit %d (%s), %+v", code, errs, rep)
 	}
 	broken := filepath.Join(dir, "broken.csv")
