@@ -372,12 +372,12 @@ func (p *Predictor) command(now time.Time, ev *signaling.Event) Outcome {
 		o.Kind, o.PredictedAt, o.Predicted, o.PredictedTarget = OutcomeConfirmed, p.predAt, p.predTyp, p.target
 		o.Lead = now.Sub(p.predAt)
 		p.addT2(o.Lead)
-		if p.judge == nil {
-			p.st.answered(now, ev.HO)
-		}
 		p.live = false
 	} else {
 		o.Kind = OutcomeUnpredicted
+	}
+	if p.judge == nil {
+		p.st.answered(now, ev.HO)
 	}
 	if p.judge == nil {
 		// Every handover ends the episode: the reports before it

@@ -125,6 +125,11 @@ type streamState struct {
 	n      int
 	latest int // index of the stream updated last
 	ans    [numAnswerKinds]answerTime
+	// expired is, per kind, the last report of the latest stream that
+	// expired since the last handover: a command that comes later still
+	// teaches its answer time, or a network slower than the prior could
+	// never be learned.
+	expired [numAnswerKinds]time.Time
 }
 
 func (st *streamState) init(streamRules) {
@@ -133,7 +138,10 @@ func (st *streamState) init(streamRules) {
 	}
 }
 
-func (st *streamState) clear() { st.n = 0 }
+func (st *streamState) clear() {
+	st.n = 0
+	st.expired = [numAnswerKinds]time.Time{}
+}
 
 // deadline is when the last live stream expires.
 func (st *streamState) deadline() time.Time {
@@ -155,12 +163,20 @@ func (st *streamState) remove(i int) {
 }
 
 // answered learns the answer time of each live stream the handover of
-// kind ho answers.
+// kind ho answers; with none live, of the kind's stream that expired last,
+// if within maxAnswer.
 func (st *streamState) answered(now time.Time, ho signaling.HOKind) {
+	var seen [numAnswerKinds]bool
 	for i := 0; i < st.n; i++ {
 		s := &st.s[i]
 		if answers(ho, s.kind) {
 			st.ans[s.kind].add(now.Sub(s.last))
+			seen[s.kind] = true
+		}
+	}
+	for k := range st.expired {
+		if last := st.expired[k]; !seen[k] && !last.IsZero() && answers(ho, answerKind(k)) && now.Sub(last) <= maxAnswer {
+			st.ans[k].add(now.Sub(last))
 		}
 	}
 }
@@ -203,6 +219,9 @@ func (p *Predictor) tickStreams(now time.Time) Outcome {
 		if s := &p.st.s[i]; !now.Before(s.dl) {
 			if s.dl.After(last) {
 				last = s.dl
+			}
+			if s.last.After(p.st.expired[s.kind]) {
+				p.st.expired[s.kind] = s.last
 			}
 			p.st.remove(i)
 			continue
