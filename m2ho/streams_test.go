@@ -268,3 +268,39 @@ func FuzzPredictorStreams(f *testing.F) {
 		}
 	})
 }
+
+// The controller runs on the stream rule set as on Algorithm 1: a B1
+// clamps (Preparation), the LTE A1 in the same millisecond does not undo
+// it, the addition and its random access lead to Smoothing; a B1 nobody
+// answers is withdrawn at its deadline (the last B1 + the learned answer
+// time, at least 500 ms).
+func TestControllerWithStreams(t *testing.T) {
+	c := New(Config{Rules: Streams})
+	c.OnEvent(at(0), lteReport(signaling.MeasB1, cMM1))
+	c.OnEvent(at(0), lteReport(signaling.MeasA1, signaling.Cell{}))
+	if c.State() != Preparation {
+		t.Fatalf("after B1 and LTE A1: %v, want preparation", c.State())
+	}
+	c.OnEvent(at(300), &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOSNAddition, Target: cMM1})
+	c.OnEvent(at(330), &signaling.Event{Kind: signaling.KindRandomAccess, RAResult: signaling.RASuccess})
+	if c.State() != Smoothing {
+		t.Fatalf("after the addition's random access: %v, want smoothing", c.State())
+	}
+	c.Tick(at(1000))
+	c.OnEvent(at(2000), lteReport(signaling.MeasB1, cS1))
+	if c.State() != Preparation {
+		t.Fatalf("second B1: %v", c.State())
+	}
+	d, ok := c.Predictor().Deadline()
+	if !ok || d.Sub(at(2000)) < resendFloor {
+		t.Fatalf("deadline %v after the B1 (%v)", d.Sub(at(2000)), ok)
+	}
+	c.Tick(d.Add(-time.Millisecond))
+	if c.State() != Preparation {
+		t.Fatalf("before the B1's deadline: %v", c.State())
+	}
+	c.Tick(d)
+	if c.State() != Stable {
+		t.Fatalf("at the B1's deadline: %v, want stable", c.State())
+	}
+}
