@@ -23,6 +23,15 @@ import (
 //     removes the UE's reporting entries, §5.5.6.1).
 //   - An A1 withdraws only the streams of its own RAT and serving cell
 //     whose trigger was the serving cell getting worse (A2, A5).
+//   - Answer times are learned from every handover a stream of the
+//     answering kind preceded, live or expired less than maxAnswer before
+//     (a network slower than the prior is learned too).
+//   - Reports answered by what XCAL does not export (an mmWave A2 or an NR
+//     A3 answered by an SN release, an LTE A3 by a handover without SCG
+//     configuration) are confirmed by the handover the reader infers
+//     (signaling.Event.Inferred, XCAL.md), not chained to the SN addition
+//     that follows: that addition is a handover of its own, announced by
+//     its B1.
 //
 // Which reports predict what:
 //
