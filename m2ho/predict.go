@@ -160,6 +160,11 @@ type Outcome struct {
 	// Inferred marks a Confirmed or Unpredicted handover that the reader
 	// inferred (signaling.Event.Inferred) rather than read from a command.
 	Inferred bool
+	// Chained marks a Confirmed inferred handover whose episode had been
+	// withdrawn by its timeout before the evidence came (Streams only):
+	// that Withdrawn outcome was not a false alarm after all. No
+	// prediction was live at At; Lead counts from the episode's start.
+	Chained bool
 
 	// Expired reports a live prediction whose deadline had passed before
 	// the event given to OnEvent, when Tick was not called in between; the
@@ -368,12 +373,20 @@ func (p *Predictor) command(now time.Time, ev *signaling.Event) Outcome {
 	if o.Target.Type == signaling.CellUnknown {
 		o.Target.Type = to
 	}
-	if p.live {
+	switch {
+	case p.live:
 		o.Kind, o.PredictedAt, o.Predicted, o.PredictedTarget = OutcomeConfirmed, p.predAt, p.predTyp, p.target
 		o.Lead = now.Sub(p.predAt)
 		p.addT2(o.Lead)
 		p.live = false
-	} else {
+	case p.judge == nil && ev.Inferred && p.st.chained(ev.HO):
+		// The evidence of an unexported handover came after the episode
+		// announcing it timed out (XCAL.md: no system-information read,
+		// the release shows only at the next B1).
+		c := &p.st.chain
+		o.Kind, o.Chained, o.PredictedAt, o.Predicted, o.PredictedTarget = OutcomeConfirmed, true, c.at, c.typ, c.target
+		o.Lead = now.Sub(c.at)
+	default:
 		o.Kind = OutcomeUnpredicted
 	}
 	if p.judge == nil {

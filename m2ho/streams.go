@@ -29,9 +29,14 @@ import (
 //   - Reports answered by what XCAL does not export (an mmWave A2 or an NR
 //     A3 answered by an SN release, an LTE A3 by a handover without SCG
 //     configuration) are confirmed by the handover the reader infers
-//     (signaling.Event.Inferred, XCAL.md), not chained to the SN addition
-//     that follows: that addition is a handover of its own, announced by
-//     its B1.
+//     (signaling.Event.Inferred, XCAL.md). When that evidence comes only
+//     after the episode timed out (no system-information read exported:
+//     the release shows at the next B1), the inferred handover still
+//     confirms the last timed-out episode since the previous handover if
+//     it had a stream of the kind that announces it (NR streams for a
+//     release, LTE A3/A5 for an anchor handover): Outcome.Chained. The SN
+//     addition after a release is a handover of its own, announced by its
+//     B1.
 //
 // Which reports predict what:
 //
@@ -139,6 +144,17 @@ type streamState struct {
 	// teaches its answer time, or a network slower than the prior could
 	// never be learned.
 	expired [numAnswerKinds]time.Time
+
+	kinds uint8 // answer kinds of the live episode's streams (bit per kind)
+	// chain is the last episode withdrawn by timeout since the last
+	// handover: an inferred handover it announced confirms it late.
+	chain struct {
+		valid  bool
+		at     time.Time
+		typ    signaling.HOType
+		target signaling.Cell
+		kinds  uint8
+	}
 }
 
 func (st *streamState) init(streamRules) {
@@ -149,7 +165,26 @@ func (st *streamState) init(streamRules) {
 
 func (st *streamState) clear() {
 	st.n = 0
+	st.kinds = 0
 	st.expired = [numAnswerKinds]time.Time{}
+	st.chain.valid = false
+}
+
+// chained reports whether an inferred handover of kind ho confirms the
+// episode in chain: an SN release one with an NR stream (an A2, or an
+// A3/A5 answered by release and re-addition), an LTE handover without SCG
+// configuration one with an LTE A3/A5 stream.
+func (st *streamState) chained(ho signaling.HOKind) bool {
+	if !st.chain.valid {
+		return false
+	}
+	switch ho {
+	case signaling.HOSNRelease:
+		return st.chain.kinds&(1<<answerRelease|1<<answerChange) != 0
+	case signaling.HOLTEAnchor:
+		return st.chain.kinds&(1<<answerAnchor) != 0
+	}
+	return false
 }
 
 // deadline is when the last live stream expires.
@@ -241,6 +276,8 @@ func (p *Predictor) tickStreams(now time.Time) Outcome {
 		p.refreshLatest()
 		return Outcome{}
 	}
+	c := &p.st.chain
+	c.valid, c.at, c.typ, c.target, c.kinds = true, p.predAt, p.predTyp, p.target, p.st.kinds
 	return p.withdraw(last, WithdrawTimeout)
 }
 
@@ -302,8 +339,10 @@ func (p *Predictor) reportStreams(now time.Time, rs signaling.CellType, ev *sign
 	p.st.latest = i
 	p.predTyp, p.target = typ, target
 	if p.live {
+		p.st.kinds |= 1 << kind
 		return Outcome{}
 	}
+	p.st.kinds = 1 << kind
 	p.live, p.predAt = true, now
 	return Outcome{Kind: OutcomePredicted, At: now, PredictedAt: now, Predicted: typ, Target: target}
 }

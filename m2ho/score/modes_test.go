@@ -161,6 +161,23 @@ func TestFailureModes(t *testing.T) {
 			alg1:    want{6, 5, 6},
 		},
 		{
+			// 4b. The same where no system-information read is exported:
+			// the release shows only at the B1 1.5 s later, after the A2's
+			// deadline. The inferred release confirms the A2's episode
+			// (chained): no false alarm, no missed release.
+			name: "4 mmWave A2, release seen only at the next B1: chained",
+			events: concat(
+				[]signaling.Event{lteRep(0, signaling.MeasB1, b1mm), ho(50, signaling.HOSNAddition, lteCell, b1mm)},
+				[]signaling.Event{
+					nrRep(5000, signaling.MeasA2, b1mm, signaling.Cell{}),
+					inferredHO(6500, signaling.HOSNRelease, b1mm),
+					lteRep(6500, signaling.MeasB1, n88),
+					ho(6560, signaling.HOSNAddition, b1mm, n88),
+				}),
+			streams: want{3, 3, 3},
+			alg1:    want{3, 2, 3},
+		},
+		{
 			// 5. An LTE handover without SCG configuration leaves no
 			// command row: the reader infers it from the system-
 			// information read 350 ms after the A3; B1 and the SN
@@ -206,7 +223,7 @@ func TestFailureModes(t *testing.T) {
 			if got := (want{}).of(s); got != tc.streams {
 				t.Errorf("streams: got %+v, want %+v", got, tc.streams)
 			}
-			if s.FalseAlarms() != s.Predictions-s.Predicted {
+			if s.FalseAlarms() != s.Predictions-s.Predicted || s.FalseAlarms() != 0 {
 				t.Errorf("streams: false alarms %d, predictions %d, predicted %d", s.FalseAlarms(), s.Predictions, s.Predicted)
 			}
 			a := Run(tc.events, m2ho.Algorithm1, 0)

@@ -166,7 +166,19 @@ func (c *Counts) record(o m2ho.Outcome, ev *signaling.Event) {
 			c.Inferred++
 			c.InferredPredicted++
 		}
-		c.PredictedTime += o.At.Sub(o.PredictedAt)
+		if o.Chained {
+			// The episode's timeout withdrawal, counted as a false alarm
+			// with its live time, was this handover's prediction.
+			c.WithdrawnTimeout--
+			for i := len(c.Records) - 1; i >= 0; i-- {
+				if r := c.Records[i]; r.FalseAlarm && r.PredictedAt.Equal(o.PredictedAt) {
+					c.Records = append(c.Records[:i], c.Records[i+1:]...)
+					break
+				}
+			}
+		} else {
+			c.PredictedTime += o.At.Sub(o.PredictedAt)
+		}
 		c.Leads = append(c.Leads, o.Lead)
 		tc := c.typ(o.Actual)
 		tc.Handovers++
