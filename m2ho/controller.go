@@ -349,7 +349,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		switch {
 		case o.Target.Type == signaling.CellMmWave:
 			c.eqn2Armed = false
-		case o.Actual == MmWaveToSub6:
+		case o.Actual == signaling.HOMmWaveToSub6:
 			c.eqn2Armed = true
 		}
 		// The UE drops the source cell's link-layer context: a burst in
