@@ -7,7 +7,14 @@ BIN      := bin/m2ho
 PKGS     := ./...
 FUZZTIME ?= 20s
 
-.PHONY: all build deps test test-short bench fuzz demo replay-demo netbench vet clean
+# RACE_PKGS are the pure packages (deps_test.go's allow-list), run again
+# with the race detector; they are quick. RACE_SKIP: tests that only
+# replay long virtual time on one goroutine, or compare two decoders on
+# many thousand lines (nothing to race, minutes under -race).
+RACE_PKGS := ./m2ho/... ./proxy/packet ./signaling ./bench/emu
+RACE_SKIP := ^(TestEveryPacketReturnsOnce|TestDecoderAgreesOnMutations|TestDecoderTimesAgree)$$
+
+.PHONY: all build deps check test test-short test-race bench fuzz demo replay-demo netbench vet clean
 
 all: build
 
@@ -25,11 +32,22 @@ deps:
 		fi; \
 	fi
 
-# test is the one command CI runs (.ci/run): vet, then every test, the
-# real-kernel ones included when run as root.
-test: deps
+# test is the one command CI runs (.ci/run): formatting and go.mod checks,
+# vet, then every test, the real-kernel ones included when run as root,
+# then the pure packages under the race detector.
+test: deps check
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+	$(MAKE) --no-print-directory test-race
+
+# check fails on files gofmt would change and on a go.mod/go.sum that
+# go mod tidy would change.
+check:
+	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l: not formatted:" >&2; echo "$$out" >&2; exit 1; fi
+	$(GO) mod tidy -diff
+
+test-race:
+	$(GO) test -count=1 -race -skip '$(RACE_SKIP)' $(RACE_PKGS)
 
 test-short:
 	$(GO) test -count=1 -short $(PKGS)

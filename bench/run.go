@@ -23,6 +23,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/m2ho/m2ho/bench/emu"
+	"github.com/m2ho/m2ho/bench/emu/driver"
 	"github.com/m2ho/m2ho/bench/netns"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
@@ -106,9 +107,9 @@ func LoadScenario(name, dataDir string) (*emu.Scenario, error) {
 		return evs, nil
 	}}
 	if slices.Contains(emu.BuiltinNames(), name) {
-		return emu.Builtin(name, opts)
+		return driver.Builtin(name, opts)
 	}
-	return emu.LoadScenario(name, opts)
+	return driver.LoadScenario(name, opts)
 }
 
 // Run executes the bench: builds the namespace chain, runs every variant

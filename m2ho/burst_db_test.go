@@ -2,8 +2,6 @@ package m2ho
 
 import (
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,7 +61,7 @@ func TestBurstDetector(t *testing.T) {
 func cell(t signaling.CellType, id string) signaling.Cell { return signaling.Cell{ID: id, Type: t} }
 
 func TestSMaxLookupFallbacks(t *testing.T) {
-	db := NewSMaxDB("")
+	db := NewSMaxDB()
 	if v, src := db.Lookup(cell(sub6, "1")); v != DefaultSMax || src != SMaxDefault {
 		t.Fatalf("empty db: %d %v", v, src)
 	}
@@ -101,7 +99,7 @@ func TestSMaxLookupFallbacks(t *testing.T) {
 		}
 	}
 	// Only LTE known: an unknown sub-6 cell falls back to any sub-6 (LTE).
-	db2 := NewSMaxDB("")
+	db2 := NewSMaxDB()
 	db2.Observe(cell(lte, "L"), 123456)
 	if v, src := db2.Lookup(cell(sub6, "x")); v != 123456 || src != SMaxAnyKnown {
 		t.Fatalf("lte only: %d %v", v, src)
@@ -109,7 +107,7 @@ func TestSMaxLookupFallbacks(t *testing.T) {
 }
 
 func TestSMaxObserveOnlyGrows(t *testing.T) {
-	db := NewSMaxDB("")
+	db := NewSMaxDB()
 	if db.Dirty() {
 		t.Fatal("new db dirty")
 	}
@@ -130,61 +128,67 @@ func TestSMaxObserveOnlyGrows(t *testing.T) {
 	}
 }
 
-func TestSMaxPersistence(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "smax.json")
-	db, err := OpenSMaxDB(path) // missing file: empty db
-	if err != nil || db.Len() != 0 {
-		t.Fatalf("open missing: %v %d", err, db.Len())
-	}
+// TestSMaxSnapshotSaved: a snapshot marks clean exactly what it holds; a
+// change after it keeps the database dirty, a stale snapshot changes
+// nothing.
+func TestSMaxSnapshotSaved(t *testing.T) {
+	db := NewSMaxDB()
 	db.Observe(cell(sub6, "A"), 300000)
 	db.Observe(cell(lte, "L"), 400000)
-	if err := db.Save(); err != nil {
-		t.Fatal(err)
+	s1 := db.Snapshot()
+	if s1.Len() != 2 || !db.Dirty() {
+		t.Fatalf("snapshot of %d cells, dirty %v", s1.Len(), db.Dirty())
 	}
+	db.Saved(s1)
 	if db.Dirty() {
-		t.Fatal("dirty after save")
+		t.Fatal("dirty after its snapshot was saved")
 	}
-	re, err := OpenSMaxDB(path)
+	s2 := db.Snapshot()
+	db.Observe(cell(sub6, "A"), 350000) // while s2 is being written
+	db.Saved(s2)
+	if !db.Dirty() {
+		t.Fatal("a change after the snapshot was marked clean")
+	}
+	db.Saved(s1) // stale: must not mark anything clean either
+	if !db.Dirty() {
+		t.Fatal("a stale snapshot marked the database clean")
+	}
+	b, err := db.Snapshot().Marshal()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, src := re.Lookup(cell(sub6, "A")); v != 300000 || src != SMaxKnown {
-		t.Fatalf("reopened: %d %v", v, src)
+	want := `{
+  "version": 1,
+  "cells": [
+    {
+      "id": "L",
+      "type": "lte",
+      "smax_bytes": 400000
+    },
+    {
+      "id": "A",
+      "type": "sub6",
+      "smax_bytes": 350000
+    }
+  ]
+}
+`
+	if string(b) != want {
+		t.Fatalf("stored form:\n%s\nwant:\n%s", b, want)
 	}
-	if v, _ := re.Get(cell(lte, "L")); v != 400000 || re.Dirty() {
-		t.Fatalf("reopened lte: %d dirty=%v", v, re.Dirty())
-	}
-	// A second save replaces the file and leaves no temporary behind.
-	re.Observe(cell(sub6, "A"), 350000)
-	if err := re.Save(); err != nil {
-		t.Fatal(err)
-	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 || ents[0].Name() != "smax.json" {
-		var names []string
-		for _, e := range ents {
-			names = append(names, e.Name())
-		}
-		t.Fatalf("directory holds %v", names)
-	}
-	re2, err := OpenSMaxDB(path)
+	re, err := UnmarshalSMaxDB(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _ := re2.Get(cell(sub6, "A")); v != 350000 {
-		t.Fatalf("after second save %d", v)
+	if v, src := re.Lookup(cell(sub6, "A")); v != 350000 || src != SMaxKnown || re.Dirty() {
+		t.Fatalf("reloaded: %d %v dirty=%v", v, src, re.Dirty())
 	}
-	// A save into a directory that does not exist fails and writes nothing.
-	bad := NewSMaxDB(filepath.Join(dir, "no", "such", "smax.json"))
-	bad.Observe(cell(sub6, "A"), 1)
-	if err := bad.Save(); err == nil || !bad.Dirty() {
-		t.Fatalf("save into missing dir: err=%v dirty=%v", err, bad.Dirty())
+	if b, err := NewSMaxDB().Snapshot().Marshal(); err != nil || string(b) != "{\n  \"version\": 1,\n  \"cells\": []\n}\n" {
+		t.Fatalf("empty: %q %v", b, err)
 	}
 }
 
-func TestSMaxOpenErrors(t *testing.T) {
-	dir := t.TempDir()
+func TestUnmarshalSMaxDBErrors(t *testing.T) {
 	tests := []struct{ name, body, want string }{
 		{"not json", "{", "unexpected end"},
 		{"bad version", `{"version":2,"cells":[]}`, "version 2"},
@@ -193,11 +197,8 @@ func TestSMaxOpenErrors(t *testing.T) {
 		{"zero smax", `{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5},{"id":"b","type":"lte","smax_bytes":0}]}`, "cells[1].smax_bytes"},
 	}
 	for _, tc := range tests {
-		p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
-		os.WriteFile(p, []byte(tc.body), 0o644)
-		_, err := OpenSMaxDB(p)
-		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), p) {
-			t.Fatalf("%s: error %v, want one naming %s and %q", tc.name, err, p, tc.want)
+		if _, err := UnmarshalSMaxDB([]byte(tc.body)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("%s: error %v, want one naming %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/m2ho/bwe"
+	"github.com/m2ho/m2ho/proxy/packet"
 	"github.com/m2ho/m2ho/signaling"
 )
 
@@ -348,7 +349,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		switch {
 		case o.Target.Type == signaling.CellMmWave:
 			c.eqn2Armed = false
-		case o.Actual == MmWaveToSub6:
+		case o.Actual == signaling.HOMmWaveToSub6:
 			c.eqn2Armed = true
 		}
 		// The UE drops the source cell's link-layer context: a burst in
@@ -505,7 +506,7 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		return
 	}
 	end := p.Seq + uint32(p.PayloadLen)
-	if !f.hasHigh || seqLT(f.high, end) {
+	if !f.hasHigh || packet.SeqLess(f.high, end) {
 		f.high, f.hasHigh = end, true
 	}
 	c.markActive(f)
@@ -529,7 +530,7 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		// starts §4.4's suppression here, for ACKs that do not cover
 		// everything the flow has been sent, within the same bound.
 		if c.commanded && now.Sub(c.commandAt) < c.cfg.SmoothingBound && f.hasHigh &&
-			p.IsPureACK() && seqLT(p.Ack, f.high) {
+			p.IsPureACK() && packet.SeqLess(p.Ack, f.high) {
 			return Verdict{Action: Drop, Reason: ReasonSmoothing}
 		}
 		// §4.3: the flows together may have ŝ_max in flight.
@@ -540,7 +541,7 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		if f.released {
 			return Verdict{}
 		}
-		if p.Flags&FlagACK != 0 && !seqLT(p.Ack, f.snap) {
+		if p.Flags&FlagACK != 0 && !packet.SeqLess(p.Ack, f.snap) {
 			f.released = true
 			return Verdict{}
 		}

@@ -40,7 +40,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, mod func(*Config)) *fixture {
-	db := NewSMaxDB("")
+	db := NewSMaxDB()
 	db.Observe(cell(sub6, "A"), 100000)
 	db.Observe(cell(sub6, "B"), 60000)
 	db.Observe(cell(lte, "L"), 200000)
@@ -419,7 +419,7 @@ func TestPreparationClampTable(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			db := NewSMaxDB("")
+			db := NewSMaxDB()
 			db.Observe(cell(sub6, "T"), tc.smax)
 			c := New(Config{SMaxDB: db})
 			others := make([]Flow, tc.active)
@@ -441,7 +441,7 @@ func TestPreparationClampTable(t *testing.T) {
 // Active flows: an idle flow counts itself in its share; a flow stops
 // counting one to two windows after its last payload; Detach forgets it.
 func TestActiveFlows(t *testing.T) {
-	db := NewSMaxDB("")
+	db := NewSMaxDB()
 	db.Observe(cell(sub6, "T"), 120000)
 	c := New(Config{SMaxDB: db}) // window 1 s
 	var f, g, idle Flow
@@ -685,7 +685,7 @@ func TestSignalLossAndRestore(t *testing.T) {
 
 // Bursts feed the database (not on mmWave) and mark it dirty.
 func TestBurstsFeedDatabase(t *testing.T) {
-	db := NewSMaxDB("")
+	db := NewSMaxDB()
 	c := New(Config{SMaxDB: db})
 	serving := func(tp signaling.CellType, id string, ms int, rb float64, b int) {
 		c.OnEvent(at(ms), &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: b, Serving: signaling.Cell{ID: id, Type: tp}})

@@ -101,6 +101,3 @@ func (f *Flow) addRTT(d time.Duration) {
 func (f *Flow) RTT() (srtt, min time.Duration, samples int) {
 	return f.srtt, f.rttMin, int(f.rttN)
 }
-
-// seqLT is a < b in TCP's wrapping sequence space (gVisor seqnum.LessThan).
-func seqLT(a, b uint32) bool { return int32(a-b) < 0 }

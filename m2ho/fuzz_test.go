@@ -1,8 +1,6 @@
 package m2ho
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -19,7 +17,7 @@ func FuzzController(f *testing.F) {
 	f.Add([]byte{1, 9, 9, 9, 9, 2, 1, 0, 0, 3, 2, 2, 5, 5, 5, 5, 5})
 	f.Add([]byte{4, 0, 0, 0, 5, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12})
 	f.Fuzz(func(t *testing.T, in []byte) {
-		db := NewSMaxDB("")
+		db := NewSMaxDB()
 		db.Observe(cell(sub6, "A"), 50000)
 		c := New(Config{SMaxDB: db})
 		var flows [3]Flow
@@ -87,33 +85,29 @@ func FuzzController(f *testing.F) {
 	})
 }
 
-// FuzzOpenSMaxDB: any file either fails to open with an error or opens to
-// a database that saves and reopens to the same contents.
-func FuzzOpenSMaxDB(f *testing.F) {
+// FuzzUnmarshalSMaxDB: any bytes either fail to load with an error or
+// load to a database whose stored form loads again to the same contents.
+func FuzzUnmarshalSMaxDB(f *testing.F) {
 	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5}]}`))
 	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"lte","smax_bytes":5},{"id":"a","type":"lte","smax_bytes":9}]}`))
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		dir := t.TempDir()
-		p := filepath.Join(dir, "db.json")
-		if err := os.WriteFile(p, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		db, err := OpenSMaxDB(p)
+		db, err := UnmarshalSMaxDB(b)
 		if err != nil {
 			return
 		}
-		n := db.Len()
-		if err := db.Save(); err != nil {
+		out, err := db.Snapshot().Marshal()
+		if err != nil {
 			t.Fatal(err)
 		}
-		re, err := OpenSMaxDB(p)
+		re, err := UnmarshalSMaxDB(out)
 		if err != nil {
-			t.Fatalf("reopening a saved db: %v", err)
+			t.Fatalf("reloading a marshalled db: %v", err)
 		}
-		if re.Len() != n {
-			t.Fatalf("cells %d after reopen, want %d", re.Len(), n)
+		again, _ := re.Snapshot().Marshal()
+		if re.Len() != db.Len() || string(again) != string(out) {
+			t.Fatalf("cells %d after reload, want %d", re.Len(), db.Len())
 		}
 	})
 }

@@ -35,43 +35,43 @@ func TestAlgorithm1Rules(t *testing.T) {
 		m       signaling.MeasEvent
 		nb      signaling.CellType
 		want    bool
-		typ     HOType
+		typ     signaling.HOType
 	}{
-		{"A3 sub6→sub6", sub6, signaling.MeasA3, sub6, true, Horizontal},
-		{"A3 mmw→mmw", mmw, signaling.MeasA3, mmw, true, Horizontal},
-		{"A3 lte→lte", lte, signaling.MeasA3, lte, true, Horizontal},
-		{"A3 sub6→mmw (types differ)", sub6, signaling.MeasA3, mmw, false, HOTypeUnknown},
-		{"A3 mmw→sub6 (types differ)", mmw, signaling.MeasA3, sub6, false, HOTypeUnknown},
-		{"A3 serving unknown", unk, signaling.MeasA3, unk, false, HOTypeUnknown},
-		{"A3 neighbour unknown", sub6, signaling.MeasA3, unk, false, HOTypeUnknown},
-		{"B1 from lte", lte, signaling.MeasB1, unk, true, Sub6ToMmWave},
-		{"B1 from sub6", sub6, signaling.MeasB1, mmw, true, Sub6ToMmWave},
-		{"B1 from mmw", mmw, signaling.MeasB1, mmw, false, HOTypeUnknown},
-		{"B1 serving unknown", unk, signaling.MeasB1, mmw, false, HOTypeUnknown},
-		{"A5 sub6 + mmw neighbour", sub6, signaling.MeasA5, mmw, true, Sub6ToMmWave},
-		{"A5 lte + mmw neighbour", lte, signaling.MeasA5, mmw, true, Sub6ToMmWave},
-		{"A5 sub6 + sub6 neighbour", sub6, signaling.MeasA5, sub6, false, HOTypeUnknown},
-		{"A5 mmw + mmw neighbour", mmw, signaling.MeasA5, mmw, false, HOTypeUnknown},
-		{"A2 mmw", mmw, signaling.MeasA2, unk, true, MmWaveToSub6},
-		{"A2 sub6", sub6, signaling.MeasA2, unk, false, HOTypeUnknown},
-		{"A2 lte", lte, signaling.MeasA2, unk, false, HOTypeUnknown},
-		{"A1", mmw, signaling.MeasA1, unk, false, HOTypeUnknown},
-		{"A4", sub6, signaling.MeasA4, mmw, false, HOTypeUnknown},
-		{"A6", sub6, signaling.MeasA6, sub6, false, HOTypeUnknown},
-		{"B2", lte, signaling.MeasB2, mmw, false, HOTypeUnknown},
-		{"periodic", sub6, signaling.MeasPeriodic, sub6, false, HOTypeUnknown},
-		{"unknown event", sub6, signaling.MeasUnknown, sub6, false, HOTypeUnknown},
+		{"A3 sub6→sub6", sub6, signaling.MeasA3, sub6, true, signaling.HOHorizontal},
+		{"A3 mmw→mmw", mmw, signaling.MeasA3, mmw, true, signaling.HOHorizontal},
+		{"A3 lte→lte", lte, signaling.MeasA3, lte, true, signaling.HOHorizontal},
+		{"A3 sub6→mmw (types differ)", sub6, signaling.MeasA3, mmw, false, signaling.HOTypeUnknown},
+		{"A3 mmw→sub6 (types differ)", mmw, signaling.MeasA3, sub6, false, signaling.HOTypeUnknown},
+		{"A3 serving unknown", unk, signaling.MeasA3, unk, false, signaling.HOTypeUnknown},
+		{"A3 neighbour unknown", sub6, signaling.MeasA3, unk, false, signaling.HOTypeUnknown},
+		{"B1 from lte", lte, signaling.MeasB1, unk, true, signaling.HOSub6ToMmWave},
+		{"B1 from sub6", sub6, signaling.MeasB1, mmw, true, signaling.HOSub6ToMmWave},
+		{"B1 from mmw", mmw, signaling.MeasB1, mmw, false, signaling.HOTypeUnknown},
+		{"B1 serving unknown", unk, signaling.MeasB1, mmw, false, signaling.HOTypeUnknown},
+		{"A5 sub6 + mmw neighbour", sub6, signaling.MeasA5, mmw, true, signaling.HOSub6ToMmWave},
+		{"A5 lte + mmw neighbour", lte, signaling.MeasA5, mmw, true, signaling.HOSub6ToMmWave},
+		{"A5 sub6 + sub6 neighbour", sub6, signaling.MeasA5, sub6, false, signaling.HOTypeUnknown},
+		{"A5 mmw + mmw neighbour", mmw, signaling.MeasA5, mmw, false, signaling.HOTypeUnknown},
+		{"A2 mmw", mmw, signaling.MeasA2, unk, true, signaling.HOMmWaveToSub6},
+		{"A2 sub6", sub6, signaling.MeasA2, unk, false, signaling.HOTypeUnknown},
+		{"A2 lte", lte, signaling.MeasA2, unk, false, signaling.HOTypeUnknown},
+		{"A1", mmw, signaling.MeasA1, unk, false, signaling.HOTypeUnknown},
+		{"A4", sub6, signaling.MeasA4, mmw, false, signaling.HOTypeUnknown},
+		{"A6", sub6, signaling.MeasA6, sub6, false, signaling.HOTypeUnknown},
+		{"B2", lte, signaling.MeasB2, mmw, false, signaling.HOTypeUnknown},
+		{"periodic", sub6, signaling.MeasPeriodic, sub6, false, signaling.HOTypeUnknown},
+		{"unknown event", sub6, signaling.MeasUnknown, sub6, false, signaling.HOTypeUnknown},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, typ := Algorithm1(tc.serving, report(tc.m, tc.serving, tc.nb, "n"))
+			ok, typ := JudgeAlgorithm1(tc.serving, report(tc.m, tc.serving, tc.nb, "n"))
 			if ok != tc.want || typ != tc.typ {
 				t.Fatalf("got (%v, %v), want (%v, %v)", ok, typ, tc.want, tc.typ)
 			}
 		})
 	}
 	// Not a report: never a prediction.
-	if ok, _ := Algorithm1(sub6, command(signaling.HOIntraNR, sub6, "x")); ok {
+	if ok, _ := JudgeAlgorithm1(sub6, command(signaling.HOIntraNR, sub6, "x")); ok {
 		t.Fatal("a command predicted a handover")
 	}
 }
@@ -81,18 +81,18 @@ func TestA3OnlyRules(t *testing.T) {
 		serving, nb signaling.CellType
 		m           signaling.MeasEvent
 		want        bool
-		typ         HOType
+		typ         signaling.HOType
 	}{
-		{sub6, sub6, signaling.MeasA3, true, Horizontal},
-		{sub6, mmw, signaling.MeasA3, true, Sub6ToMmWave},
-		{mmw, sub6, signaling.MeasA3, true, MmWaveToSub6},
-		{unk, sub6, signaling.MeasA3, true, HOTypeUnknown},
-		{lte, unk, signaling.MeasB1, false, HOTypeUnknown},
-		{mmw, unk, signaling.MeasA2, false, HOTypeUnknown},
-		{sub6, mmw, signaling.MeasA5, false, HOTypeUnknown},
+		{sub6, sub6, signaling.MeasA3, true, signaling.HOHorizontal},
+		{sub6, mmw, signaling.MeasA3, true, signaling.HOSub6ToMmWave},
+		{mmw, sub6, signaling.MeasA3, true, signaling.HOMmWaveToSub6},
+		{unk, sub6, signaling.MeasA3, true, signaling.HOTypeUnknown},
+		{lte, unk, signaling.MeasB1, false, signaling.HOTypeUnknown},
+		{mmw, unk, signaling.MeasA2, false, signaling.HOTypeUnknown},
+		{sub6, mmw, signaling.MeasA5, false, signaling.HOTypeUnknown},
 	}
 	for i, tc := range tests {
-		ok, typ := A3Only(tc.serving, report(tc.m, tc.serving, tc.nb, ""))
+		ok, typ := JudgeA3Only(tc.serving, report(tc.m, tc.serving, tc.nb, ""))
 		if ok != tc.want || typ != tc.typ {
 			t.Fatalf("%d: got (%v, %v), want (%v, %v)", i, ok, typ, tc.want, tc.typ)
 		}
@@ -100,7 +100,7 @@ func TestA3OnlyRules(t *testing.T) {
 }
 
 func TestHOTypeString(t *testing.T) {
-	for typ, want := range map[HOType]string{Horizontal: "horizontal", Sub6ToMmWave: "sub6-to-mmwave", MmWaveToSub6: "mmwave-to-sub6", HOTypeUnknown: "unknown"} {
+	for typ, want := range map[signaling.HOType]string{signaling.HOHorizontal: "horizontal", signaling.HOSub6ToMmWave: "sub6-to-mmwave", signaling.HOMmWaveToSub6: "mmwave-to-sub6", signaling.HOTypeUnknown: "unknown"} {
 		if typ.String() != want {
 			t.Fatalf("%d: %q, want %q", typ, typ.String(), want)
 		}
@@ -114,8 +114,8 @@ type step struct {
 	kind OutcomeKind
 	// checked when non-zero
 	lead      time.Duration
-	predicted HOType
-	actual    HOType
+	predicted signaling.HOType
+	actual    signaling.HOType
 	reason    WithdrawReason
 	atMs      int // Outcome.At, -1 to skip
 }
@@ -160,14 +160,14 @@ func TestPredictorSequences(t *testing.T) {
 		t2    time.Duration
 	}{
 		{"confirmed, lead from first prediction, T2 learned", []step{
-			{ms: 1000, ev: a3, kind: OutcomePredicted, predicted: Horizontal},
+			{ms: 1000, ev: a3, kind: OutcomePredicted, predicted: signaling.HOHorizontal},
 			{ms: 1050, ev: a3, kind: OutcomeNone}, // repeated: keeps t=1000
-			{ms: 1120, ev: toSub6, kind: OutcomeConfirmed, lead: 120 * time.Millisecond, predicted: Horizontal, actual: Horizontal},
+			{ms: 1120, ev: toSub6, kind: OutcomeConfirmed, lead: 120 * time.Millisecond, predicted: signaling.HOHorizontal, actual: signaling.HOHorizontal},
 		}, 120 * time.Millisecond},
 		{"withdrawn by A1", []step{
 			{ms: 0, ev: a3, kind: OutcomePredicted},
 			{ms: 50, ev: a1, kind: OutcomeWithdrawn, reason: WithdrawA1, atMs: 50},
-			{ms: 60, ev: toSub6, kind: OutcomeUnpredicted, actual: Horizontal},
+			{ms: 60, ev: toSub6, kind: OutcomeUnpredicted, actual: signaling.HOHorizontal},
 		}, DefaultT2},
 		{"A1 without prediction is nothing", []step{
 			{ms: 0, ev: a1, kind: OutcomeNone},
@@ -210,7 +210,7 @@ func TestPredictorExpiredFoldedIntoEvent(t *testing.T) {
 	p := NewPredictor(Algorithm1, 100*time.Millisecond)
 	p.OnEvent(at(0), report(signaling.MeasA3, mmw, mmw, "7"))
 	o := p.OnEvent(at(500), command(signaling.HOIntraNR, mmw, "7"))
-	if o.Kind != OutcomeUnpredicted || !o.Expired.Valid || !o.Expired.At.Equal(at(200)) || o.Expired.Predicted != Horizontal {
+	if o.Kind != OutcomeUnpredicted || !o.Expired.Valid || !o.Expired.At.Equal(at(200)) || o.Expired.Predicted != signaling.HOHorizontal {
 		t.Fatalf("got %+v", o)
 	}
 }
@@ -224,12 +224,12 @@ func TestPredictorTracksServing(t *testing.T) {
 		return report(m, unk, nb, "")
 	}
 	runSteps(t, p, []step{
-		{ms: 0, ev: report(signaling.MeasB1, lte, mmw, "m1"), kind: OutcomePredicted, predicted: Sub6ToMmWave},
-		{ms: 100, ev: command(signaling.HOSNAddition, mmw, "m1"), kind: OutcomeConfirmed, actual: Sub6ToMmWave},
-		{ms: 1000, ev: noServing(signaling.MeasA2, unk), kind: OutcomePredicted, predicted: MmWaveToSub6},
-		{ms: 1100, ev: command(signaling.HOSNRelease, unk, ""), kind: OutcomeConfirmed, actual: MmWaveToSub6},
+		{ms: 0, ev: report(signaling.MeasB1, lte, mmw, "m1"), kind: OutcomePredicted, predicted: signaling.HOSub6ToMmWave},
+		{ms: 100, ev: command(signaling.HOSNAddition, mmw, "m1"), kind: OutcomeConfirmed, actual: signaling.HOSub6ToMmWave},
+		{ms: 1000, ev: noServing(signaling.MeasA2, unk), kind: OutcomePredicted, predicted: signaling.HOMmWaveToSub6},
+		{ms: 1100, ev: command(signaling.HOSNRelease, unk, ""), kind: OutcomeConfirmed, actual: signaling.HOMmWaveToSub6},
 		{ms: 2000, ev: noServing(signaling.MeasA2, unk), kind: OutcomeNone},
-		{ms: 2100, ev: noServing(signaling.MeasB1, mmw), kind: OutcomePredicted, predicted: Sub6ToMmWave},
+		{ms: 2100, ev: noServing(signaling.MeasB1, mmw), kind: OutcomePredicted, predicted: signaling.HOSub6ToMmWave},
 	})
 	if p.Serving() != lte {
 		t.Fatalf("serving %v, want LTE", p.Serving())
@@ -237,12 +237,12 @@ func TestPredictorTracksServing(t *testing.T) {
 	// An LTE anchor handover keeps the NR leg's type.
 	p.OnEvent(at(2200), command(signaling.HOSNAddition, mmw, "m2"))
 	o := p.OnEvent(at(3000), command(signaling.HOLTEAnchor, lte, "L9"))
-	if p.Serving() != mmw || o.Actual != Horizontal {
+	if p.Serving() != mmw || o.Actual != signaling.HOHorizontal {
 		t.Fatalf("after anchor HO serving %v actual %v", p.Serving(), o.Actual)
 	}
 	// The predicted target gets the type the prediction implies.
 	p.OnEvent(at(4000), noServing(signaling.MeasA2, unk))
-	if _, typ, target, ok := p.Live(); !ok || typ != MmWaveToSub6 || target.Type != sub6 {
+	if _, typ, target, ok := p.Live(); !ok || typ != signaling.HOMmWaveToSub6 || target.Type != sub6 {
 		t.Fatalf("live %v %v %+v", ok, typ, target)
 	}
 }
@@ -263,7 +263,7 @@ func TestPredictorLTEReportKeepsNRDataCell(t *testing.T) {
 	// An LTE A3 (anchor to anchor) predicts a horizontal handover...
 	t1 := t0.Add(5 * time.Second)
 	o := p.OnEvent(t1, report(signaling.MeasA3, signaling.CellLTE, signaling.CellLTE, ""))
-	if o.Kind != OutcomePredicted || o.Predicted != Horizontal {
+	if o.Kind != OutcomePredicted || o.Predicted != signaling.HOHorizontal {
 		t.Fatalf("LTE A3: got %v %v, want predicted horizontal", o.Kind, o.Predicted)
 	}
 	// ...without moving the data cell off mmWave.
@@ -272,7 +272,7 @@ func TestPredictorLTEReportKeepsNRDataCell(t *testing.T) {
 	}
 	// An anchor handover that keeps the NR leg is mmWave→mmWave.
 	o = p.OnEvent(t1.Add(100*time.Millisecond), &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOLTEAnchor})
-	if o.Kind != OutcomeConfirmed || o.Actual != Horizontal || p.Serving() != signaling.CellMmWave {
+	if o.Kind != OutcomeConfirmed || o.Actual != signaling.HOHorizontal || p.Serving() != signaling.CellMmWave {
 		t.Fatalf("anchor HO: %v actual %v serving %v", o.Kind, o.Actual, p.Serving())
 	}
 	// An LTE A2 is not mmWave's A2: no prediction while the anchor degrades.
@@ -280,7 +280,7 @@ func TestPredictorLTEReportKeepsNRDataCell(t *testing.T) {
 		t.Fatalf("LTE A2 on mmWave data: got %v, want none", o.Kind)
 	}
 	// An NR A2 from the mmWave leg predicts the fall to sub-6.
-	if o := p.OnEvent(t1.Add(3*time.Second), report(signaling.MeasA2, signaling.CellMmWave, signaling.CellUnknown, "")); o.Kind != OutcomePredicted || o.Predicted != MmWaveToSub6 {
+	if o := p.OnEvent(t1.Add(3*time.Second), report(signaling.MeasA2, signaling.CellMmWave, signaling.CellUnknown, "")); o.Kind != OutcomePredicted || o.Predicted != signaling.HOMmWaveToSub6 {
 		t.Fatalf("NR A2 on mmWave: got %v %v", o.Kind, o.Predicted)
 	}
 }

@@ -2,11 +2,7 @@ package m2ho
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"sort"
 	"sync"
 
@@ -45,17 +41,29 @@ type cellKey struct {
 
 // SMaxDB is the persistent table of ŝ_max per cell (§4.3): the largest
 // burst s_b ever seen in each cell. It is safe for concurrent use, so the
-// caller may Save from another goroutine than the Controller's. It is
-// small (one entry per cell visited) and never touched on the packet path.
+// caller may take a Snapshot under its own lock and write it from another
+// goroutine than the Controller's. It is small (one entry per cell
+// visited) and never touched on the packet path. It does no I/O: package
+// m2ho/smaxfile stores it in a file (Marshal / UnmarshalSMaxDB are the
+// bytes).
 type SMaxDB struct {
-	path string
-
 	mu    sync.Mutex
 	cells map[cellKey]int
-	dirty bool
+	gen   uint64 // changes so far; a Snapshot remembers it
+	saved uint64 // gen of the last snapshot reported Saved (or loaded)
 }
 
-// smaxFile is the on-disk form (JSON, stable order).
+// SMaxSnapshot is a copy of the database's contents at one moment, in the
+// stable order of its stored form, to be written outside any lock.
+type SMaxSnapshot struct {
+	gen   uint64
+	cells []smaxEntry
+}
+
+// Len is the number of cells in the snapshot.
+func (s SMaxSnapshot) Len() int { return len(s.cells) }
+
+// smaxFile is the stored form (JSON, stable order).
 type smaxFile struct {
 	Version int         `json:"version"`
 	Cells   []smaxEntry `json:"cells"`
@@ -93,40 +101,33 @@ func parseCellType(s string) (signaling.CellType, bool) {
 	return 0, false
 }
 
-// NewSMaxDB returns an empty in-memory database that saves to path (""
-// means never: Save is then a no-op).
-func NewSMaxDB(path string) *SMaxDB {
-	return &SMaxDB{path: path, cells: make(map[cellKey]int)}
+// NewSMaxDB returns an empty database.
+func NewSMaxDB() *SMaxDB {
+	return &SMaxDB{cells: make(map[cellKey]int)}
 }
 
-// OpenSMaxDB reads the database at path; a missing file is an empty
-// database that Save will create.
-func OpenSMaxDB(path string) (*SMaxDB, error) {
-	db := NewSMaxDB(path)
-	b, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return db, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("smaxdb: %w", err)
-	}
+// UnmarshalSMaxDB reads a database from its stored form (as Marshal
+// writes it). Errors name the bad field (cells[i].type); the caller adds
+// where the bytes came from.
+func UnmarshalSMaxDB(b []byte) (*SMaxDB, error) {
+	db := NewSMaxDB()
 	var f smaxFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, fmt.Errorf("smaxdb: %s: %w", path, err)
+		return nil, err
 	}
 	if f.Version != 1 {
-		return nil, fmt.Errorf("smaxdb: %s: version %d, want 1", path, f.Version)
+		return nil, fmt.Errorf("version %d, want 1", f.Version)
 	}
 	for i, e := range f.Cells {
 		t, ok := parseCellType(e.Type)
 		if !ok {
-			return nil, fmt.Errorf("smaxdb: %s: cells[%d].type %q is not sub6, mmwave, lte or unknown", path, i, e.Type)
+			return nil, fmt.Errorf("cells[%d].type %q is not sub6, mmwave, lte or unknown", i, e.Type)
 		}
 		if e.ID == "" {
-			return nil, fmt.Errorf("smaxdb: %s: cells[%d].id is empty", path, i)
+			return nil, fmt.Errorf("cells[%d].id is empty", i)
 		}
 		if e.SMax <= 0 {
-			return nil, fmt.Errorf("smaxdb: %s: cells[%d].smax_bytes %d is not positive", path, i, e.SMax)
+			return nil, fmt.Errorf("cells[%d].smax_bytes %d is not positive", i, e.SMax)
 		}
 		k := cellKey{t, e.ID}
 		if e.SMax > db.cells[k] {
@@ -134,6 +135,55 @@ func OpenSMaxDB(path string) (*SMaxDB, error) {
 		}
 	}
 	return db, nil
+}
+
+// Snapshot copies the contents (cheap: one entry per cell visited), for
+// writing outside the caller's lock; Saved(snapshot) afterwards marks
+// what was written clean.
+func (db *SMaxDB) Snapshot() SMaxSnapshot {
+	if db == nil {
+		return SMaxSnapshot{}
+	}
+	db.mu.Lock()
+	s := SMaxSnapshot{gen: db.gen, cells: make([]smaxEntry, 0, len(db.cells))}
+	for k, v := range db.cells {
+		s.cells = append(s.cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v})
+	}
+	db.mu.Unlock()
+	sort.Slice(s.cells, func(i, j int) bool {
+		if s.cells[i].Type != s.cells[j].Type {
+			return s.cells[i].Type < s.cells[j].Type
+		}
+		return s.cells[i].ID < s.cells[j].ID
+	})
+	return s
+}
+
+// Marshal is the stored form of the snapshot: indented JSON with a
+// trailing newline, cells in a stable order.
+func (s SMaxSnapshot) Marshal() ([]byte, error) {
+	f := smaxFile{Version: 1, Cells: s.cells}
+	if f.Cells == nil {
+		f.Cells = []smaxEntry{}
+	}
+	b, err := json.MarshalIndent(&f, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// Saved records that snap was stored: the database is clean unless it
+// changed after the snapshot was taken.
+func (db *SMaxDB) Saved(snap SMaxSnapshot) {
+	if db == nil {
+		return
+	}
+	db.mu.Lock()
+	if snap.gen > db.saved {
+		db.saved = snap.gen
+	}
+	db.mu.Unlock()
 }
 
 // Observe records a burst of sb bytes in cell c; it reports whether ŝ_max
@@ -149,7 +199,7 @@ func (db *SMaxDB) Observe(c signaling.Cell, sb int) bool {
 		return false
 	}
 	db.cells[k] = sb
-	db.dirty = true
+	db.gen++
 	return true
 }
 
@@ -205,14 +255,15 @@ func (db *SMaxDB) minWhere(keep func(signaling.CellType) bool) (int, bool) {
 	return m, found
 }
 
-// Dirty reports whether the database changed since it was opened or saved.
+// Dirty reports whether the database changed since it was loaded or since
+// the snapshot last reported Saved.
 func (db *SMaxDB) Dirty() bool {
 	if db == nil {
 		return false
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.dirty
+	return db.gen != db.saved
 }
 
 // Len is the number of cells recorded.
@@ -223,79 +274,4 @@ func (db *SMaxDB) Len() int {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	return len(db.cells)
-}
-
-// Save writes the database atomically: a temporary file in the same
-// directory, fsync, rename over the old file, fsync of the directory. A
-// crash leaves either the old or the new file, never a torn one.
-func (db *SMaxDB) Save() error {
-	if db == nil || db.path == "" {
-		return nil
-	}
-	db.mu.Lock()
-	f := smaxFile{Version: 1, Cells: make([]smaxEntry, 0, len(db.cells))}
-	for k, v := range db.cells {
-		f.Cells = append(f.Cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v})
-	}
-	db.mu.Unlock()
-	sort.Slice(f.Cells, func(i, j int) bool {
-		if f.Cells[i].Type != f.Cells[j].Type {
-			return f.Cells[i].Type < f.Cells[j].Type
-		}
-		return f.Cells[i].ID < f.Cells[j].ID
-	})
-	b, err := json.MarshalIndent(&f, "", "  ")
-	if err != nil {
-		return fmt.Errorf("smaxdb: %w", err)
-	}
-	b = append(b, '\n')
-	dir := filepath.Dir(db.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(db.path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("smaxdb: %w", err)
-	}
-	name := tmp.Name()
-	fail := func(err error) error {
-		tmp.Close()
-		os.Remove(name)
-		return fmt.Errorf("smaxdb: saving %s: %w", db.path, err)
-	}
-	if _, err := tmp.Write(b); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return fail(err)
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(name)
-		return fmt.Errorf("smaxdb: saving %s: %w", db.path, err)
-	}
-	if err := os.Rename(name, db.path); err != nil {
-		os.Remove(name)
-		return fmt.Errorf("smaxdb: saving %s: %w", db.path, err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		d.Sync() // best effort: makes the rename durable
-		d.Close()
-	}
-	db.mu.Lock()
-	// Only what was written is clean: an Observe during the write keeps
-	// the database dirty only if it changed a value since; we cannot tell
-	// cheaply, so compare the written snapshot.
-	db.dirty = !sameCells(db.cells, f.Cells)
-	db.mu.Unlock()
-	return nil
-}
-
-func sameCells(m map[cellKey]int, written []smaxEntry) bool {
-	if len(m) != len(written) {
-		return false
-	}
-	for _, e := range written {
-		t, _ := parseCellType(e.Type)
-		if m[cellKey{t, e.ID}] != e.SMax {
-			return false
-		}
-	}
-	return true
 }

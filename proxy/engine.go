@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/proxy/packet"
 	"github.com/m2ho/m2ho/tun"
 )
 
@@ -119,7 +120,7 @@ type Stats struct {
 	// PassThrough: neither (or both) addresses in the tether prefixes.
 	PassThrough   uint64
 	Unparseable   uint64
-	UnparseableBy [numParseErrors]uint64 // indexed by ParseError
+	UnparseableBy [packet.NumParseErrors]uint64 // indexed by ParseError
 	NonTCP        uint64
 	Fragments     uint64 // IP fragments, passed unchanged
 	PassMode      uint64 // TCP packets of flows not in m2ho mode
@@ -149,7 +150,7 @@ type Engine struct {
 	ctrl   Controller
 	log    *zap.Logger
 	flows  *flowTable
-	parsed Parsed
+	parsed packet.Parsed
 	pkt    m2ho.Packet
 	// nextExpire is the packet time at which process next expires flows.
 	nextExpire time.Time
@@ -172,12 +173,8 @@ func NewEngine(cfg EngineConfig, dev tun.Device, ctrl Controller, log *zap.Logge
 	return e
 }
 
-// Lock and Unlock serialize other work (signalling events for the
-// controller) with packet processing.
-func (e *Engine) Lock()   { e.mu.Lock() }
-func (e *Engine) Unlock() { e.mu.Unlock() }
-
-// Do runs f with the engine's mutex held.
+// Do runs f with the engine's mutex held, serializing other work
+// (signalling events and ticks for the controller) with packet processing.
 func (e *Engine) Do(f func()) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -266,7 +263,7 @@ func (e *Engine) process(now time.Time, b []byte) bool {
 		s.Fragments++
 		return true
 	}
-	if p.Proto != ProtoTCP || !p.TCPParsed {
+	if p.Proto != packet.ProtoTCP || !p.TCPParsed {
 		s.NonTCP++
 		return true
 	}
@@ -279,9 +276,9 @@ func (e *Engine) process(now time.Time, b []byte) bool {
 
 	var k flowKey
 	if dir == m2ho.Uplink {
-		k = makeKey(ProtoTCP, p.Src, p.SrcPort, p.Dst, p.DstPort)
+		k = makeKey(packet.ProtoTCP, p.Src, p.SrcPort, p.Dst, p.DstPort)
 	} else {
-		k = makeKey(ProtoTCP, p.Dst, p.DstPort, p.Src, p.SrcPort)
+		k = makeKey(packet.ProtoTCP, p.Dst, p.DstPort, p.Src, p.SrcPort)
 	}
 	f := e.flows.lookup(k)
 	isSYN := p.Flags&m2ho.FlagSYN != 0
@@ -354,7 +351,7 @@ func reasonIndex(r m2ho.Reason) int {
 // scale is known;
 // only pure ACKs are dropped. Anything else passes unchanged and counts as
 // an unsafe verdict.
-func (e *Engine) apply(b []byte, p *Parsed, pk *m2ho.Packet, v m2ho.Verdict) bool {
+func (e *Engine) apply(b []byte, p *packet.Parsed, pk *m2ho.Packet, v m2ho.Verdict) bool {
 	s := &e.stats
 	switch v.Action {
 	case m2ho.Pass:
@@ -367,7 +364,7 @@ func (e *Engine) apply(b []byte, p *Parsed, pk *m2ho.Packet, v m2ho.Verdict) boo
 			return true
 		}
 		if v.Window < p.Window {
-			setTCPWindow(b, p, v.Window)
+			packet.SetTCPWindow(b, p, v.Window)
 			s.Rewrites++
 			s.RewritesBy[reasonIndex(v.Reason)]++
 		}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/proxy/packet"
 	"github.com/m2ho/m2ho/proxy/packettest"
 	"github.com/m2ho/m2ho/tun"
 )
@@ -101,7 +102,7 @@ func (c conn) handshake(t *testing.T, e *Engine, isn, irs uint32) {
 }
 
 func windowOf(b []byte) uint16 {
-	var p Parsed
+	var p packet.Parsed
 	p.Decode(b)
 	return p.Window
 }
@@ -110,17 +111,17 @@ func windowOf(b []byte) uint16 {
 // recomputation and gopacket's.
 func checkChecksum(t *testing.T, b []byte) {
 	t.Helper()
-	var p Parsed
+	var p packet.Parsed
 	if !p.Decode(b) {
 		t.Fatalf("rewritten packet no longer parses: %v", p.Err)
 	}
-	got := binary.BigEndian.Uint16(b[p.L4Off+tcpChecksumOff:])
+	got := binary.BigEndian.Uint16(b[p.L4Off+packet.TCPChecksumOff:])
 	oracle, err := packettest.Oracle(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != oracle || got != TCPChecksum(b, &p) || !TCPChecksumValid(b, &p) {
-		t.Fatalf("checksum %#04x, gopacket %#04x, full recomputation %#04x", got, oracle, TCPChecksum(b, &p))
+	if got != oracle || got != packet.TCPChecksum(b, &p) || !packet.TCPChecksumValid(b, &p) {
+		t.Fatalf("checksum %#04x, gopacket %#04x, full recomputation %#04x", got, oracle, packet.TCPChecksum(b, &p))
 	}
 }
 
@@ -182,7 +183,7 @@ func TestVerdicts(t *testing.T) {
 				t.Fatalf("rewrite: window %d", windowOf(b))
 			}
 			checkChecksum(t, b)
-			var p Parsed
+			var p packet.Parsed
 			p.Decode(b)
 			if !bytes.Equal(b[:p.L4Off+14], pure[:p.L4Off+14]) || !bytes.Equal(b[p.L4Off+18:], pure[p.L4Off+18:]) {
 				t.Fatal("rewrite touched bytes other than window and checksum")
@@ -285,7 +286,7 @@ func TestFailOpenCounters(t *testing.T) {
 	bad := bytes.Clone(pure)
 	bad[0] = 0x44 // IHL 4
 	udp := bytes.Clone(pure)
-	udp[9] = ProtoUDP
+	udp[9] = packet.ProtoUDP
 	other := packettest.TCP{Src: netip.MustParseAddrPort("10.0.0.1:1"), Dst: netip.MustParseAddrPort("10.0.0.2:2"), Flags: ack}.Build()
 	local := packettest.TCP{Src: laptop4, Dst: netip.MustParseAddrPort("192.168.42.11:22"), Flags: ack}.Build()
 	frag := bytes.Clone(pure)
@@ -296,7 +297,7 @@ func TestFailOpenCounters(t *testing.T) {
 		}
 	}
 	st := e.Stats()
-	if st.Unparseable != 1 || st.UnparseableBy[ErrIPHeaderLen] != 1 || st.NonTCP != 1 || st.PassThrough != 2 ||
+	if st.Unparseable != 1 || st.UnparseableBy[packet.ErrIPHeaderLen] != 1 || st.NonTCP != 1 || st.PassThrough != 2 ||
 		st.Fragments != 1 || st.Packets != 5 || st.Uplink.Packets != 2 || len(ctrl.seen) != 0 || st.Flows != 0 {
 		t.Fatalf("stats %+v, controller saw %d", st, len(ctrl.seen))
 	}
@@ -323,10 +324,10 @@ func TestModesFromRules(t *testing.T) {
 	if !e.Process(t0, ssh.seg(true, ack, 1, 1, 100, 0)) {
 		t.Fatal("pass flow reached the controller")
 	}
-	if f, ok := e.Flow(ProtoTCP, laptop4, server4); !ok || f.Mode != ModeM2HO {
+	if f, ok := e.Flow(packet.ProtoTCP, laptop4, server4); !ok || f.Mode != ModeM2HO {
 		t.Fatalf("https flow %+v %v", f, ok)
 	}
-	if f, ok := e.Flow(ProtoTCP, laptop4, ssh.server); !ok || f.Mode != ModePass {
+	if f, ok := e.Flow(packet.ProtoTCP, laptop4, ssh.server); !ok || f.Mode != ModePass {
 		t.Fatalf("ssh flow %+v %v", f, ok)
 	}
 	if ctrl.attached != 1 || e.Stats().PassMode != 1 {
@@ -350,11 +351,11 @@ func TestEvictionAndExpiry(t *testing.T) {
 	}
 	e.Process(t0.Add(3*time.Second), seg(0, ack)) // flow 0 is now the most recent
 	e.Process(t0.Add(4*time.Second), seg(3, ack)) // evicts flow 1, the least recently seen
-	if _, ok := e.Flow(ProtoTCP, laptop4, srv(1)); ok {
+	if _, ok := e.Flow(packet.ProtoTCP, laptop4, srv(1)); ok {
 		t.Fatal("flow 1 not evicted")
 	}
 	for _, i := range []int{0, 2, 3} {
-		if _, ok := e.Flow(ProtoTCP, laptop4, srv(i)); !ok {
+		if _, ok := e.Flow(packet.ProtoTCP, laptop4, srv(i)); !ok {
 			t.Fatalf("flow %d evicted", i)
 		}
 	}
@@ -365,22 +366,22 @@ func TestEvictionAndExpiry(t *testing.T) {
 	// Flow 3 closes: it expires after ClosedTimeout; the others after IdleTimeout.
 	e.Process(t0.Add(5*time.Second), seg(3, ack|fin))
 	e.Expire(t0.Add(15 * time.Second))
-	if _, ok := e.Flow(ProtoTCP, laptop4, srv(3)); !ok {
+	if _, ok := e.Flow(packet.ProtoTCP, laptop4, srv(3)); !ok {
 		t.Fatal("closed flow expired too early")
 	}
 	e.Expire(t0.Add(15*time.Second + time.Millisecond))
-	if _, ok := e.Flow(ProtoTCP, laptop4, srv(3)); ok {
+	if _, ok := e.Flow(packet.ProtoTCP, laptop4, srv(3)); ok {
 		t.Fatal("closed flow not expired after ClosedTimeout")
 	}
 	e.Expire(t0.Add(102 * time.Second)) // flow 2 last seen at 2 s
-	if _, ok := e.Flow(ProtoTCP, laptop4, srv(2)); !ok {
+	if _, ok := e.Flow(packet.ProtoTCP, laptop4, srv(2)); !ok {
 		t.Fatal("flow 2 expired too early")
 	}
 	e.Expire(t0.Add(102*time.Second + time.Millisecond))
-	if _, ok := e.Flow(ProtoTCP, laptop4, srv(2)); ok {
+	if _, ok := e.Flow(packet.ProtoTCP, laptop4, srv(2)); ok {
 		t.Fatal("flow 2 not expired")
 	}
-	if _, ok := e.Flow(ProtoTCP, laptop4, srv(0)); !ok {
+	if _, ok := e.Flow(packet.ProtoTCP, laptop4, srv(0)); !ok {
 		t.Fatal("flow 0 (seen at 3 s) expired early")
 	}
 	// Expiry also happens on the packet path.
@@ -397,7 +398,7 @@ func TestPortReuseAfterClose(t *testing.T) {
 	c.handshake(t, e, 1, 1)
 	e.Process(t0, c.seg(true, ack|rst, 2, 2, 0, 0))
 	e.Process(t0, c.seg(true, syn, 500, 0, 100, 0))
-	f, ok := e.Flow(ProtoTCP, laptop4, server4)
+	f, ok := e.Flow(packet.ProtoTCP, laptop4, server4)
 	if !ok || f.Closing || f.WScale(m2ho.Uplink) != -1 || ctrl.attached != 2 || ctrl.detached != 1 {
 		t.Fatalf("reused 4-tuple: %+v attached %d detached %d", f, ctrl.attached, ctrl.detached)
 	}
@@ -565,9 +566,9 @@ func FuzzRewrite(f *testing.F) {
 			e.Process(t0, cc.seg(true, syn, 1, 0, 64240, 0))
 			e.Process(t0, cc.seg(false, syn|ack, 1000, 2, 65160, 0))
 		}
-		var before Parsed
+		var before packet.Parsed
 		okBefore := before.Decode(pkt)
-		validBefore := okBefore && before.TCPParsed && !before.Fragment && TCPChecksumValid(pkt, &before)
+		validBefore := okBefore && before.TCPParsed && !before.Fragment && packet.TCPChecksumValid(pkt, &before)
 		wBefore := before.Window
 		orig := bytes.Clone(pkt)
 		keep := e.Process(t0, pkt)
@@ -580,14 +581,14 @@ func FuzzRewrite(f *testing.F) {
 			}
 			return
 		}
-		var after Parsed
+		var after packet.Parsed
 		if !after.Decode(pkt) {
 			t.Fatalf("packet no longer parses: %v", after.Err)
 		}
 		if after.Window > wBefore {
 			t.Fatalf("window raised %d -> %d", wBefore, after.Window)
 		}
-		if validBefore && !TCPChecksumValid(pkt, &after) {
+		if validBefore && !packet.TCPChecksumValid(pkt, &after) {
 			t.Fatal("checksum broken by rewrite")
 		}
 		if !keep {

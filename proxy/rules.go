@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/m2ho/m2ho/proxy/packet"
 )
 
 // Mode is how the packet path treats one flow.
@@ -85,16 +87,16 @@ func (r PortRange) String() string {
 	return strconv.Itoa(int(r.Lo)) + "-" + strconv.Itoa(int(r.Hi))
 }
 
-// Match reports whether a flow matches: proto is ProtoTCP or ProtoUDP; the
+// Match reports whether a flow matches: proto is packet.ProtoTCP or packet.ProtoUDP; the
 // laptop side is (src, sport), the internet side (dst, dport).
 func (r *Rule) Match(proto uint8, src netip.Addr, sport uint16, dst netip.Addr, dport uint16) bool {
 	switch r.Proto {
 	case ProtoTCPOnly:
-		if proto != ProtoTCP {
+		if proto != packet.ProtoTCP {
 			return false
 		}
 	case ProtoUDPOnly:
-		if proto != ProtoUDP {
+		if proto != packet.ProtoUDP {
 			return false
 		}
 	}

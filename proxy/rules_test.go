@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"reflect"
 	"testing"
+
+	"github.com/m2ho/m2ho/proxy/packet"
 )
 
 func TestParseRulesErrors(t *testing.T) {
@@ -83,14 +85,14 @@ func TestMatchRules(t *testing.T) {
 		dport uint16
 		want  Mode
 	}{
-		{ProtoTCP, "192.168.42.10", 50000, "203.0.113.5", 443, ModeM2HO},
-		{ProtoTCP, "192.168.42.10", 50000, "198.51.100.1", 443, ModeQUICM2HO}, // default
-		{ProtoTCP, "192.168.42.10", 443, "203.0.113.5", 50000, ModeQUICM2HO},  // dst-port is the server's
-		{ProtoUDP, "192.168.42.10", 53, "8.8.8.8", 5353, ModePass},            // port matches either side
-		{ProtoTCP, "192.168.42.10", 53, "8.8.8.8", 5353, ModeQUICM2HO},        // udp rule only for udp
-		{ProtoTCP, "fd00:42::10", 1, "2001:db8::1", 2, ModeM2HO},
-		{ProtoTCP, "fd00:42::11", 1, "2001:db8::1", 8080, ModeQUIC},
-		{ProtoTCP, "fd00:42::11", 8081, "2001:db8::1", 2, ModeQUICM2HO},
+		{packet.ProtoTCP, "192.168.42.10", 50000, "203.0.113.5", 443, ModeM2HO},
+		{packet.ProtoTCP, "192.168.42.10", 50000, "198.51.100.1", 443, ModeQUICM2HO}, // default
+		{packet.ProtoTCP, "192.168.42.10", 443, "203.0.113.5", 50000, ModeQUICM2HO},  // dst-port is the server's
+		{packet.ProtoUDP, "192.168.42.10", 53, "8.8.8.8", 5353, ModePass},            // port matches either side
+		{packet.ProtoTCP, "192.168.42.10", 53, "8.8.8.8", 5353, ModeQUICM2HO},        // udp rule only for udp
+		{packet.ProtoTCP, "fd00:42::10", 1, "2001:db8::1", 2, ModeM2HO},
+		{packet.ProtoTCP, "fd00:42::11", 1, "2001:db8::1", 8080, ModeQUIC},
+		{packet.ProtoTCP, "fd00:42::11", 8081, "2001:db8::1", 2, ModeQUICM2HO},
 	}
 	for _, c := range cases {
 		if got := MatchRules(rules, ModeQUICM2HO, c.proto, a(c.src), c.sport, a(c.dst), c.dport); got != c.want {

@@ -71,10 +71,12 @@ func TestXCALAllFiles(t *testing.T) {
 	}
 	var total Stats
 	var inf XCALInference
-	classes := map[HOKind]map[HOClass]int{}
+	classes := map[HOKind]map[HOType]int{}
 	snChecked := 0
+	inferred := map[HOKind]int{}
+	inferredClass := map[HOType]int{}
 	var table strings.Builder
-	fmt.Fprintf(&table, "| file | rows | events | reports | HO cmds | sn-change | lte-anchor | sn-addition | horizontal | sub6->mmwave | mmwave->sub6 | RA (fail/abort) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&table, "| file | rows | events | reports | HO cmds | sn-change | lte-anchor | sn-addition | horizontal | sub6-to-mmwave | mmwave-to-sub6 | RA (fail/abort) |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -109,10 +111,12 @@ func TestXCALAllFiles(t *testing.T) {
 		if got := st.Events + st.SkippedTotal() + st.Errors; got != st.Lines {
 			t.Errorf("%s: %d events + %d skipped + %d errors != %d rows", f, st.Events, st.SkippedTotal(), st.Errors, st.Lines)
 		}
-		if st.Events != len(events) {
-			t.Errorf("%s: Stats.Events %d, returned %d", f, st.Events, len(events))
+		ri := r.Inference()
+		nInf := ri.InferredAnchor + ri.InferredRelease + ri.InferredReleaseLate
+		if st.Events+nInf != len(events) {
+			t.Errorf("%s: Stats.Events %d + inferred %d, returned %d", f, st.Events, nInf, len(events))
 		}
-		fileClass := map[HOClass]int{}
+		fileClass := map[HOType]int{}
 		raFail, raAbort := 0, 0
 		for i, e := range events {
 			if i > 0 && e.Time.Before(events[i-1].Time) {
@@ -129,13 +133,35 @@ func TestXCALAllFiles(t *testing.T) {
 			if e.Kind != KindHOCommand {
 				continue
 			}
-			c := e.HOClass()
-			if c == HOClassUnknown {
+			if e.Inferred {
+				// Look ahead (the test may): an inferred handover says the
+				// SCG is gone, so no NR report may follow before the next
+				// command; and it left no command row, so no random access
+				// for a handover may follow before the next command.
+				inferred[e.HO]++
+				inferredClass[e.HOType()]++
+				for _, n := range events[i+1:] {
+					if n.Kind == KindHOCommand {
+						break
+					}
+					if n.Kind == KindReport && n.Serving.Type != CellLTE {
+						t.Errorf("%s: inferred %v at %v refuted by an NR report at %v", f, e.HO, e.Time, n.Time)
+						break
+					}
+					if n.Kind == KindRandomAccess && n.RAReason == RAHandover {
+						t.Errorf("%s: inferred %v at %v followed by random access for a handover at %v", f, e.HO, e.Time, n.Time)
+						break
+					}
+				}
+				continue
+			}
+			c := e.HOType()
+			if c == HOTypeUnknown {
 				t.Errorf("%s: %v handover at %v with unknown class (serving %v, target %v)", f, e.HO, e.Time, e.Serving.Type, e.Target.Type)
 			}
 			fileClass[c]++
 			if classes[e.HO] == nil {
-				classes[e.HO] = map[HOClass]int{}
+				classes[e.HO] = map[HOType]int{}
 			}
 			classes[e.HO][c]++
 			// The report an SN change answers (the last NR report since
@@ -185,7 +211,11 @@ func TestXCALAllFiles(t *testing.T) {
 			st.Kinds[KindReport], nHO, st.HO[HOSNChange], st.HO[HOLTEAnchor], st.HO[HOSNAddition],
 			fileClass[HOHorizontal], fileClass[HOSub6ToMmWave], fileClass[HOMmWaveToSub6], st.Kinds[KindRandomAccess], raFail, raAbort)
 		total.Add(st)
-		ri := r.Inference()
+		inf.UnknownEvent += ri.UnknownEvent
+		inf.SuffixedEvent += ri.SuffixedEvent
+		inf.InferredAnchor += ri.InferredAnchor
+		inf.InferredRelease += ri.InferredRelease
+		inf.InferredReleaseLate += ri.InferredReleaseLate
 		inf.NeighborSameAsServing += ri.NeighborSameAsServing
 		inf.NeighborFromPCI += ri.NeighborFromPCI
 		inf.NeighborDefault += ri.NeighborDefault
@@ -202,6 +232,7 @@ func TestXCALAllFiles(t *testing.T) {
 	t.Logf("per file:\n%s", table.String())
 	t.Logf("total: rows %d events %d errors %d kinds %v HO %v", total.Lines, total.Events, total.Errors, total.Kinds, total.HO)
 	t.Logf("HO classes by kind: %v", classes)
+	t.Logf("inferred handovers: %v, by class %v", inferred, inferredClass)
 	var sk []string
 	for k, v := range total.Skipped {
 		sk = append(sk, fmt.Sprintf("%6d %s", v, k))

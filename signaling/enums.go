@@ -134,33 +134,43 @@ func (r *RAResult) UnmarshalText(b []byte) error {
 	return unmarshalEnum(r, raResultNames[:], b, "random access result")
 }
 
-// HOClass is a handover's direction between cell types, as the M2HO paper
-// splits its results (§3, "handover type i→j", 0 = sub-6, 1 = mmWave): LTE
-// counts as sub-6, as in Algorithm 1.
-type HOClass uint8
+// HOType is a handover's direction between cell types, as the M2HO paper
+// splits its results (§2.2, §3 "handover type i→j", 0 = sub-6, 1 =
+// mmWave): LTE counts as sub-6, as in Algorithm 1. It is the one handover
+// type of the project: the predictor's prediction, the score's split and
+// the bench's output files all use it, and its names are theirs.
+type HOType uint8
 
 const (
-	HOClassUnknown HOClass = iota // a side's type is unknown
-	HOHorizontal                  // same class on both sides
-	HOSub6ToMmWave                // vertical, up to mmWave
-	HOMmWaveToSub6                // vertical, down to sub-6 (or LTE)
+	HOTypeUnknown  HOType = iota // a side's type is unknown
+	HOHorizontal                 // same class on both sides
+	HOSub6ToMmWave               // vertical, up to mmWave
+	HOMmWaveToSub6               // vertical, down to sub-6 (or LTE)
 )
 
-var hoClassNames = [...]string{HOClassUnknown: "unknown", HOHorizontal: "horizontal", HOSub6ToMmWave: "sub6->mmwave", HOMmWaveToSub6: "mmwave->sub6"}
+var hoTypeNames = [...]string{HOTypeUnknown: "unknown", HOHorizontal: "horizontal", HOSub6ToMmWave: "sub6-to-mmwave", HOMmWaveToSub6: "mmwave-to-sub6"}
 
-func (c HOClass) String() string { return name(hoClassNames[:], int(c), "HOClass") }
+func (t HOType) String() string { return name(hoTypeNames[:], int(t), "HOType") }
 
-// ParseHOClass is the inverse of HOClass.String.
-func ParseHOClass(s string) (HOClass, bool) {
-	v, ok := lookup(hoClassNames[:], s)
-	return HOClass(v), ok
+// ParseHOType is the inverse of HOType.String.
+func ParseHOType(s string) (HOType, bool) {
+	v, ok := lookup(hoTypeNames[:], s)
+	return HOType(v), ok
+}
+
+func (t HOType) MarshalText() ([]byte, error) {
+	return marshalEnum(t.String(), int(t) < len(hoTypeNames))
+}
+
+func (t *HOType) UnmarshalText(b []byte) error {
+	return unmarshalEnum(t, hoTypeNames[:], b, "handover type")
 }
 
 // ClassifyHO says which way a handover from a cell of type from to one of
 // type to goes.
-func ClassifyHO(from, to CellType) HOClass {
+func ClassifyHO(from, to CellType) HOType {
 	if from == CellUnknown || to == CellUnknown || from > CellLTE || to > CellLTE {
-		return HOClassUnknown
+		return HOTypeUnknown
 	}
 	switch fs, ts := from.IsSub6(), to.IsSub6(); {
 	case fs == ts:
@@ -172,12 +182,12 @@ func ClassifyHO(from, to CellType) HOClass {
 	}
 }
 
-// HOClass classifies a handover command from its source (Serving, the cell
+// HOType classifies a handover command from its source (Serving, the cell
 // the data was on when the command came, as the readers fill it) to its
-// Target. Other kinds give HOClassUnknown.
-func (e *Event) HOClass() HOClass {
+// Target. Other kinds give HOTypeUnknown.
+func (e *Event) HOType() HOType {
 	if e.Kind != KindHOCommand {
-		return HOClassUnknown
+		return HOTypeUnknown
 	}
 	return ClassifyHO(e.Serving.Type, e.Target.Type)
 }

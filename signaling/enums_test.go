@@ -28,7 +28,7 @@ func TestEnumNamesRoundTrip(t *testing.T) {
 	check("HOKind", 6, func(i int) string { return HOKind(i).String() }, func(s string) (int, bool) { v, ok := ParseHOKind(s); return int(v), ok })
 	check("RAReason", 5, func(i int) string { return RAReason(i).String() }, func(s string) (int, bool) { v, ok := ParseRAReason(s); return int(v), ok })
 	check("RAResult", 4, func(i int) string { return RAResult(i).String() }, func(s string) (int, bool) { v, ok := ParseRAResult(s); return int(v), ok })
-	check("HOClass", 4, func(i int) string { return HOClass(i).String() }, func(s string) (int, bool) { v, ok := ParseHOClass(s); return int(v), ok })
+	check("HOType", 4, func(i int) string { return HOType(i).String() }, func(s string) (int, bool) { v, ok := ParseHOType(s); return int(v), ok })
 
 	// The names FORMAT.md promises.
 	for v, want := range map[any]string{
@@ -65,7 +65,7 @@ func TestEnumText(t *testing.T) {
 func TestClassifyHO(t *testing.T) {
 	for _, tc := range []struct {
 		from, to CellType
-		want     HOClass
+		want     HOType
 	}{
 		{CellSub6, CellSub6, HOHorizontal},
 		{CellMmWave, CellMmWave, HOHorizontal},
@@ -75,20 +75,20 @@ func TestClassifyHO(t *testing.T) {
 		{CellSub6, CellMmWave, HOSub6ToMmWave},
 		{CellMmWave, CellSub6, HOMmWaveToSub6},
 		{CellMmWave, CellLTE, HOMmWaveToSub6},
-		{CellUnknown, CellSub6, HOClassUnknown},
-		{CellMmWave, CellUnknown, HOClassUnknown},
-		{CellType(9), CellSub6, HOClassUnknown},
+		{CellUnknown, CellSub6, HOTypeUnknown},
+		{CellMmWave, CellUnknown, HOTypeUnknown},
+		{CellType(9), CellSub6, HOTypeUnknown},
 	} {
 		if got := ClassifyHO(tc.from, tc.to); got != tc.want {
 			t.Errorf("%v->%v: %v, want %v", tc.from, tc.to, got, tc.want)
 		}
 	}
 	e := Event{Kind: KindReport, Serving: Cell{Type: CellSub6}, Target: Cell{Type: CellMmWave}}
-	if e.HOClass() != HOClassUnknown {
+	if e.HOType() != HOTypeUnknown {
 		t.Error("a report has a handover class")
 	}
 	e.Kind = KindHOCommand
-	if e.HOClass() != HOSub6ToMmWave {
+	if e.HOType() != HOSub6ToMmWave {
 		t.Error("command class wrong")
 	}
 }

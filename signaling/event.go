@@ -110,6 +110,12 @@ type Event struct {
 	// KindHOCommand: what kind of handover and where to.
 	HO     HOKind
 	Target Cell
+	// Inferred marks a handover the reader inferred from what followed
+	// it rather than read from a command row (XCAL.md: SN releases and
+	// LTE handovers without SCG configuration, which XCAL does not
+	// export). It is not part of the JSON-lines format: a written
+	// inferred handover reads back as a plain command.
+	Inferred bool
 
 	// KindRandomAccess.
 	RAReason RAReason

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -47,6 +46,20 @@ const maxPCIMap = 1024
 // maxB1 bounds the B1 neighbours remembered since the last command.
 const maxB1 = 8
 
+// inferWindow is how long after a report that no command answered a
+// system-information read or UE capability enquiry still counts as the
+// trace of an unexported handover (XCAL.md: 110-340 ms in the data).
+const inferWindow = time.Second
+
+// scgState is what the reader knows of the NR secondary cell group.
+type scgState uint8
+
+const (
+	scgUnknown scgState = iota // the start of a file: not "no SCG"
+	scgUp
+	scgDown
+)
+
 // XCALInference counts how the reader filled what the rows do not say, so
 // that the choices documented in XCAL.md can be checked against data.
 type XCALInference struct {
@@ -63,6 +76,19 @@ type XCALInference struct {
 	// PSCellMismatch counts NR reports whose serving PCI differed from the
 	// PSCell the reader tracked (then the report wins).
 	PSCellMismatch int
+	// UnknownEvent counts reports whose event the reader does not know
+	// (an empty event, "Unknown", a new name): reports of MeasUnknown,
+	// not malformed rows. SuffixedEvent counts release-suffixed names
+	// such as "A6-r10" read as their event.
+	UnknownEvent, SuffixedEvent int
+	// Handovers XCAL does not export, inferred (Event.Inferred):
+	// InferredAnchor, an LTE handover without SCG configuration (an LTE
+	// A3/A5 no command answered, then a system-information read or UE
+	// capability enquiry); InferredRelease, an SN release (an NR report
+	// no command answered, then such a read, with an SCG up);
+	// InferredReleaseLate, an SN release seen only when a B1 shows the SCG
+	// gone.
+	InferredAnchor, InferredRelease, InferredReleaseLate int
 }
 
 type b1Neighbor struct {
@@ -83,13 +109,23 @@ type XCALReader struct {
 	haveTOD bool
 	day     int // days elapsed since date, from midnight wraps
 
-	scgUp     bool // an NR secondary cell group is configured
+	scg       scgState
 	pscell    Cell // the current (or last) NR PSCell: ID and Type
 	pciType   map[string]CellType
 	nrNbr     Cell // neighbour of the last NR report since the last command
 	haveNRNbr bool
 	b1        []b1Neighbor // B1 neighbours since the last command
 	raReason  RAReason     // reason of the last RACH Trigger
+
+	// Reports since the last command that no command answered: the
+	// last LTE A3/A5 and the last NR report, for the inference of
+	// unexported handovers.
+	pendLTE, pendNR         time.Time
+	havePendLTE, havePendNR bool
+	lastLTEMobility         bool // the last report since the command was an LTE A3/A5
+
+	queued    Event // an event to return before reading on
+	hasQueued bool
 }
 
 // NewXCALReader reads an XCAL CSV export from r. name is used in errors and
@@ -106,7 +142,8 @@ func NewXCALReader(r io.Reader, name string) *XCALReader {
 
 // dateFromPath finds the deepest date in path's components.
 func dateFromPath(path string) time.Time {
-	parts := strings.FieldsFunc(filepath.ToSlash(path), func(r rune) bool { return r == '/' || r == '\\' })
+	// Both separators, whatever the OS: a name is only text here.
+	parts := strings.FieldsFunc(path, func(r rune) bool { return r == '/' || r == '\\' })
 	var d time.Time
 	for i, p := range parts {
 		var s string
@@ -147,6 +184,11 @@ func (x *XCALReader) Inference() XCALInference { return x.inf }
 // the file, line and field of a malformed row; calling Next again goes on
 // with the following row. Rows that are not events are counted in Stats.
 func (x *XCALReader) Next() (Event, error) {
+	if x.hasQueued {
+		x.hasQueued = false
+		x.stats.event(&x.queued)
+		return x.queued, nil
+	}
 	for {
 		line, err := x.lr.next()
 		if err == errLineTooLong {
@@ -169,6 +211,10 @@ func (x *XCALReader) Next() (Event, error) {
 			return Event{}, pe
 		}
 		if ok {
+			if e.Inferred {
+				// Not a row: counted in Inference, not in Stats.
+				return e, nil
+			}
 			x.stats.event(&e)
 			return e, nil
 		}
@@ -200,6 +246,21 @@ func (x *XCALReader) row(line []byte) (e Event, ok bool, err error) {
 	case msg == "LTE measurementReport":
 		err = x.lteReport(&e, info)
 		ok = err == nil
+		if ok && (e.Meas == MeasB1 || e.Meas == MeasB2) {
+			// B1 towards NR is measured only while no SCG is
+			// configured (it is the SN addition trigger): NR data has
+			// fallen back to LTE by now. If the reader believed an
+			// SCG up, its release was not exported: infer it now,
+			// before the report.
+			wasUp := x.scg == scgUp
+			x.scg = scgDown
+			x.havePendNR = false
+			if wasUp {
+				x.queued, x.hasQueued = e, true
+				e = x.inferred(e.Time, HOSNRelease)
+				x.inf.InferredReleaseLate++
+			}
+		}
 	case msg == "5GNR measurementReport":
 		err = x.nrReport(&e, info)
 		ok = err == nil
@@ -224,14 +285,20 @@ func (x *XCALReader) row(line []byte) (e Event, ok bool, err error) {
 		ok = true
 	case msg == "LTE rrcConnectionRelease":
 		// The RRC connection and with it any SCG is gone.
-		x.scgUp = false
+		x.scg = scgDown
 		x.pscell = Cell{}
+		x.clearPending()
 		x.stats.skip(msg)
 	case strings.HasPrefix(msg, "LTE scgFailureInformationNR"):
 		// The UE declared the SCG failed: data is on LTE until an SN
 		// addition, but the PSCell's type is kept as the last known.
-		x.scgUp = false
+		// A failure is not a handover.
+		x.scg = scgDown
+		x.havePendNR = false
 		x.stats.skip(msg)
+	case strings.HasPrefix(msg, "LTE systemInformation"), msg == "LTE ueCapabilityEnquiry":
+		x.stats.skip(msg)
+		ok = x.inferAt(&e)
 	case msg == "":
 		x.stats.skip("(no message)")
 	default:
@@ -303,8 +370,12 @@ func raReasonOf(info string) RAReason {
 	return RAOther
 }
 
-// measEventOf reads "Event : X" or "Event: X" at the start of info.
-func measEventOf(info string) (MeasEvent, error) {
+// measEventOf reads "Event : X" or "Event: X" at the start of info. An
+// event name it does not know (empty, "Unknown", a new one) is
+// MeasUnknown, not an error: the row is still a report. Release-suffixed
+// names ("A6-r10", "B1_NR_r15") are their event. Only a missing
+// "Event :" is an error: then the row's structure is broken.
+func (x *XCALReader) measEventOf(info string) (MeasEvent, error) {
 	s, ok := strings.CutPrefix(info, "Event")
 	if !ok {
 		return 0, perr("info.event", "missing \"Event :\"")
@@ -318,17 +389,28 @@ func measEventOf(info string) (MeasEvent, error) {
 	if i := strings.IndexAny(s, " /"); i >= 0 {
 		s = s[:i]
 	}
-	switch {
-	case len(s) == 2 && s[0] == 'A' && s[1] >= '1' && s[1] <= '6':
-		return MeasA1 + MeasEvent(s[1]-'1'), nil
-	case strings.HasPrefix(s, "B1"):
-		return MeasB1, nil
-	case strings.HasPrefix(s, "B2"):
-		return MeasB2, nil
-	case s == "periodical":
-		return MeasPeriodic, nil
+	base, suffixed := s, false
+	if i := strings.IndexAny(s, "-_"); i >= 0 {
+		base, suffixed = s[:i], true
 	}
-	return 0, perr("info.event", "unknown measurement event %q", truncate(s, 40))
+	m := MeasUnknown
+	switch {
+	case len(base) == 2 && base[0] == 'A' && base[1] >= '1' && base[1] <= '6':
+		m = MeasA1 + MeasEvent(base[1]-'1')
+	case base == "B1":
+		m = MeasB1
+	case base == "B2":
+		m = MeasB2
+	case s == "periodical":
+		m = MeasPeriodic
+	}
+	switch {
+	case m == MeasUnknown:
+		x.inf.UnknownEvent++
+	case suffixed && m != MeasB1 && m != MeasB2:
+		x.inf.SuffixedEvent++
+	}
+	return m, nil
 }
 
 // paren returns the text inside "key(...)" in info.
@@ -415,11 +497,16 @@ func (c *cellFields) signal(cell *Cell) {
 // lteReport maps "Event : A3 / Serving(-95, -19.0)" and
 // "Event : B1_NR_r15 / Serving(..), Neighbor(nr-arfcn N, pci P, rsrp R, rsrq Q)".
 func (x *XCALReader) lteReport(e *Event, info string) error {
-	m, err := measEventOf(info)
+	m, err := x.measEventOf(info)
 	if err != nil {
 		return err
 	}
 	sv, ok := paren(info, "Serving")
+	if !ok && m == MeasUnknown {
+		// An unknown event need not carry the cells of a known one.
+		e.Kind, e.Meas, e.Serving = KindReport, m, Cell{Type: CellLTE}
+		return nil
+	}
 	if !ok {
 		return perr("info.serving", "missing Serving(rsrp, rsrq)")
 	}
@@ -435,6 +522,12 @@ func (x *XCALReader) lteReport(e *Event, info string) error {
 	e.Kind = KindReport
 	e.Meas = m
 	e.Serving = Cell{Type: CellLTE, RSRP: rsrp, RSRQ: rsrq, HasSignal: true}
+	switch m {
+	case MeasA3, MeasA5:
+		x.pendLTE, x.havePendLTE, x.lastLTEMobility = e.Time, true, true
+	case MeasB1, MeasB2:
+		x.lastLTEMobility = false
+	}
 	switch m {
 	case MeasA3, MeasA4, MeasA5, MeasA6:
 		// An LTE A-event's neighbour is an LTE cell; the export does
@@ -454,10 +547,6 @@ func (x *XCALReader) lteReport(e *Event, info string) error {
 		}
 		e.Neighbor = Cell{ID: c.pci, Type: typeOfARFCN(c.arfcn)}
 		c.signal(&e.Neighbor)
-		// B1 towards NR is measured only while no SCG is configured
-		// (it is the SN addition trigger): NR data has fallen back to
-		// LTE by now, even when the export showed no release.
-		x.scgUp = false
 		x.learn(c.pci, e.Neighbor.Type)
 		if len(x.b1) == maxB1 {
 			copy(x.b1, x.b1[1:])
@@ -480,11 +569,16 @@ func (x *XCALReader) learn(pci string, t CellType) {
 // nrReport maps "Event: A3 / Serving(pci 88, ss-rsrp .., ss-rsrq ..) /
 // Neighbor(pci 393, ss-rsrp .., ss-rsrq ..)"; the neighbour is optional.
 func (x *XCALReader) nrReport(e *Event, info string) error {
-	m, err := measEventOf(info)
+	m, err := x.measEventOf(info)
 	if err != nil {
 		return err
 	}
 	sv, ok := paren(info, "Serving")
+	if !ok && m == MeasUnknown {
+		// An unknown event need not carry the cells of a known one.
+		e.Kind, e.Meas, e.Serving = KindReport, m, Cell{ID: x.pscell.ID, Type: x.pscell.Type}
+		return nil
+	}
 	if !ok {
 		return perr("info.serving", "missing Serving(pci .., ss-rsrp ..)")
 	}
@@ -525,7 +619,11 @@ func (x *XCALReader) nrReport(e *Event, info string) error {
 		x.inf.ServingUnknown++
 	}
 	// An NR report proves an SCG, on the serving PCI.
-	x.scgUp = true
+	x.scg = scgUp
+	x.lastLTEMobility = false
+	if m != MeasA1 && m != MeasPeriodic && m != MeasUnknown {
+		x.pendNR, x.havePendNR = e.Time, true
+	}
 	x.pscell.ID = s.pci
 	x.pscell.Type = e.Serving.Type
 	x.learn(s.pci, e.Serving.Type)
@@ -612,7 +710,7 @@ func (x *XCALReader) reconfiguration(e *Event, info string) (bool, error) {
 	case snReq:
 		e.HO = HOSNRelease
 		e.Target.Type = CellLTE
-	case !x.scgUp && hasBand:
+	case hasBand && x.addsSCG(info):
 		// No SCG (B1 was being measured): the "LTE HO Request" adds
 		// one; the export follows it with RACH CONNECTION_REQUEST.
 		e.HO = HOSNAddition
@@ -642,15 +740,75 @@ func (x *XCALReader) reconfiguration(e *Event, info string) (bool, error) {
 
 	// After the command.
 	if hasBand {
-		x.scgUp = true
+		x.scg = scgUp
 		x.pscell = Cell{ID: e.Target.ID, Type: nr}
 		x.learn(e.Target.ID, nr)
 	} else {
-		x.scgUp = false
+		x.scg = scgDown
 	}
 	x.haveNRNbr = false
 	x.b1 = x.b1[:0]
+	x.clearPending()
 	return true, nil
+}
+
+// addsSCG decides whether an "LTE HO Request" with an SCG configuration
+// adds the SCG (SN addition) or moves the LTE anchor with one. With the
+// SCG known down it is an addition; known up, an anchor handover. At the
+// start of a file the state is unknown: "(DiffLTE-SameNR)" names an SCG
+// kept, and the last report tells what the network answers (an LTE
+// A3/A5: an anchor handover; otherwise, a B1 or nothing: an addition).
+func (x *XCALReader) addsSCG(info string) bool {
+	switch x.scg {
+	case scgDown:
+		return true
+	case scgUp:
+		return false
+	}
+	if strings.HasPrefix(info, "ENDC LTE HO Request(DiffLTE-SameNR)") || x.lastLTEMobility {
+		return false
+	}
+	return true
+}
+
+func (x *XCALReader) clearPending() {
+	x.havePendLTE, x.havePendNR, x.lastLTEMobility = false, false, false
+}
+
+// inferAt handles a system-information read or UE capability enquiry at
+// e.Time: the UE reads them after a handover, so one that follows an
+// unanswered report within inferWindow is taken as the trace of a
+// handover XCAL did not export (XCAL.md). An LTE A3/A5 gives an LTE
+// handover without SCG configuration (it releases the SCG too); an NR
+// report with an SCG up gives an SN release.
+func (x *XCALReader) inferAt(e *Event) bool {
+	now := e.Time
+	switch {
+	case x.havePendLTE && now.Sub(x.pendLTE) <= inferWindow:
+		*e = x.inferred(now, HOLTEAnchor)
+		x.inf.InferredAnchor++
+	case x.havePendNR && x.scg == scgUp && now.Sub(x.pendNR) <= inferWindow:
+		*e = x.inferred(now, HOSNRelease)
+		x.inf.InferredRelease++
+	default:
+		return false
+	}
+	x.scg = scgDown
+	x.haveNRNbr = false
+	x.b1 = x.b1[:0]
+	x.clearPending()
+	return true
+}
+
+// inferred is an inferred handover of kind ho at t onto LTE, from the NR
+// cell the data was last on (as for commands).
+func (x *XCALReader) inferred(t time.Time, ho HOKind) Event {
+	e := Event{Time: t, Kind: KindHOCommand, HO: ho, Inferred: true, Target: Cell{Type: CellLTE}}
+	e.Serving = Cell{Type: CellLTE}
+	if x.pscell.Type != CellUnknown {
+		e.Serving = Cell{ID: x.pscell.ID, Type: x.pscell.Type}
+	}
+	return e
 }
 
 // b1Target is the PCI of the latest B1 neighbour on the command's SSB

@@ -5,8 +5,10 @@
 // handover command (Finding 2), the target cell's buffer overflow during the
 // interruption (Finding 3), and the 27 ms hard interruption itself
 // (Finding 1). It runs on virtual time: every call takes `now`, and the
-// model returns deliveries and signalling events; a thin real-time driver
-// moves the packets between TUN devices.
+// model returns deliveries and signalling events. It does no I/O of its
+// own (files it refers to are opened through LoadOptions.Open); the thin
+// real-time driver in bench/emu/driver moves the packets between TUN
+// devices and writes the output files.
 package emu
 
 import (
@@ -18,7 +20,6 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -359,21 +360,16 @@ func lineOf(data []byte, off int64) int {
 	return 1 + bytes.Count(data[:off], []byte{'\n'})
 }
 
-// LoadCapacity opens path and parses it with the parser of kind:
+// ParseCapacity parses r, named name in errors, with the parser of kind:
 // "mahimahi", "iperf3" or "mbps-trace".
-func LoadCapacity(kind, path string) (Capacity, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
+func ParseCapacity(kind, name string, r io.Reader) (Capacity, error) {
 	switch kind {
 	case "mahimahi":
-		return ParseMahimahi(path, f)
+		return ParseMahimahi(name, r)
 	case "iperf3":
-		return ParseIperf3UDP(path, f)
+		return ParseIperf3UDP(name, r)
 	case "mbps-trace":
-		return ParseMbpsTrace(path, f)
+		return ParseMbpsTrace(name, r)
 	}
 	return nil, fmt.Errorf("unknown capacity kind %q", kind)
 }

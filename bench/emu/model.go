@@ -240,14 +240,23 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 	if scale < 0 || math.IsNaN(scale) || math.IsInf(scale, 0) {
 		return nil, fmt.Errorf("scale: %v must be > 0", cfg.Scale)
 	}
-	if cfg.RTT < 0 || cfg.CommandToExec < 0 || cfg.Interruption < 0 || cfg.A1After < 0 || cfg.FlushDelay < 0 {
-		return nil, fmt.Errorf("rtt, command_to_exec, flush_delay, interruption and a1_after must be >= 0")
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"rtt", cfg.RTT}, {"handover.command_to_exec", cfg.CommandToExec}, {"handover.flush_delay", cfg.FlushDelay},
+		{"handover.interruption", cfg.Interruption}, {"handover.a1_after", cfg.A1After}} {
+		if d.v < 0 {
+			return nil, fmt.Errorf("%s: negative", d.field)
+		}
 	}
 	if cfg.FlushDelay > cfg.CommandToExec {
 		return nil, fmt.Errorf("handover.flush_delay %v: after the execution (command_to_exec %v)", cfg.FlushDelay, cfg.CommandToExec)
 	}
-	if cfg.HARQFraction < 0 || cfg.HARQFraction > 1 || cfg.BackgroundLoad < 0 || cfg.BackgroundLoad >= 1 {
-		return nil, fmt.Errorf("errors.harq_fraction must be in [0,1] and background_load in [0,1)")
+	if !(cfg.HARQFraction >= 0 && cfg.HARQFraction <= 1) {
+		return nil, fmt.Errorf("errors.harq_fraction: %v must be in [0,1]", cfg.HARQFraction)
+	}
+	if !(cfg.BackgroundLoad >= 0 && cfg.BackgroundLoad < 1) {
+		return nil, fmt.Errorf("slots.background_load: %v must be in [0,1)", cfg.BackgroundLoad)
 	}
 	if cfg.UplinkMbps <= 0 {
 		return nil, fmt.Errorf("uplink.mbps: must be > 0")

@@ -1,10 +1,11 @@
 package emu
 
 import (
-	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/m2ho/m2ho/proxy/packet"
 )
 
 // Classifier decides a packet's direction through the emulated link from
@@ -19,7 +20,7 @@ type Classifier struct {
 // not carry: not IPv4/IPv6, truncated, or multicast / link-local
 // destinations (the kernel's own neighbour and MLD chatter on the TUN).
 func (c *Classifier) Dir(p []byte) (d Dir, ok bool) {
-	dst, ok := dstAddr(p)
+	dst, ok := packet.IPDst(p)
 	if !ok || dst.IsMulticast() || dst.IsLinkLocalUnicast() || dst.IsUnspecified() {
 		return 0, false
 	}
@@ -29,16 +30,6 @@ func (c *Classifier) Dir(p []byte) (d Dir, ok bool) {
 		}
 	}
 	return Up, true
-}
-
-func dstAddr(p []byte) (netip.Addr, bool) {
-	switch {
-	case len(p) >= 20 && p[0]>>4 == 4:
-		return netip.AddrFrom4([4]byte(p[16:20])), true
-	case len(p) >= 40 && p[0]>>4 == 6:
-		return netip.AddrFrom16([16]byte(p[24:40])), true
-	}
-	return netip.Addr{}, false
 }
 
 // ParsePrefixes parses UE-side prefixes ("10.77.1.0/24", "fd77:1::/64", or
@@ -120,38 +111,21 @@ type DupAckCounter struct {
 }
 
 // Observe looks at one IP packet and reports whether it is a duplicate
-// ACK.
-func (c *DupAckCounter) Observe(p []byte) bool {
-	var k flowKey
-	var tcp []byte
-	switch {
-	case len(p) >= 20 && p[0]>>4 == 4:
-		ihl := int(p[0]&0x0f) * 4
-		total := int(binary.BigEndian.Uint16(p[2:4]))
-		if p[9] != 6 || ihl < 20 || total > len(p) || total < ihl+20 || binary.BigEndian.Uint16(p[6:8])&0x3fff != 0 {
-			return false // not TCP, malformed, or a fragment
-		}
-		k.src, k.dst = netip.AddrFrom4([4]byte(p[12:16])), netip.AddrFrom4([4]byte(p[16:20]))
-		tcp = p[ihl:total]
-	case len(p) >= 40 && p[0]>>4 == 6:
-		total := 40 + int(binary.BigEndian.Uint16(p[4:6]))
-		if p[6] != 6 || total > len(p) || total < 60 {
-			return false // not TCP (extension headers are not followed)
-		}
-		k.src, k.dst = netip.AddrFrom16([16]byte(p[8:24])), netip.AddrFrom16([16]byte(p[24:40]))
-		tcp = p[40:total]
-	default:
+// ACK. The packet is read through packet.Parsed, so IPv6 extension headers
+// are followed as the proxy follows them; what does not parse, fragments
+// and non-TCP packets are never duplicates.
+func (c *DupAckCounter) Observe(b []byte) bool {
+	var p packet.Parsed
+	if !p.Decode(b) || p.Proto != packet.ProtoTCP || !p.TCPParsed || p.Fragment {
 		return false
 	}
-	off := int(tcp[12]>>4) * 4
-	flags := tcp[13]
 	const fin, syn, rst, ack = 0x01, 0x02, 0x04, 0x10
-	if off < 20 || off > len(tcp) || flags&ack == 0 {
+	if p.Flags&ack == 0 {
 		return false
 	}
-	k.sp, k.dp = binary.BigEndian.Uint16(tcp[0:2]), binary.BigEndian.Uint16(tcp[2:4])
-	st := ackState{ack: binary.BigEndian.Uint32(tcp[8:12]), win: binary.BigEndian.Uint16(tcp[14:16])}
-	pure := off == len(tcp) && flags&(fin|syn|rst) == 0
+	k := flowKey{src: p.Src, dst: p.Dst, sp: p.SrcPort, dp: p.DstPort}
+	st := ackState{ack: p.Ack, win: p.Window}
+	pure := p.PayloadLen == 0 && p.Flags&(fin|syn|rst) == 0
 	if c.flows == nil {
 		c.flows = make(map[flowKey]ackState)
 	}

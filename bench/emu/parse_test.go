@@ -2,6 +2,7 @@ package emu
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,8 +13,27 @@ import (
 	"github.com/m2ho/m2ho/signaling"
 )
 
+// testDataDir is $M2HO_SHARED_DATA, else the repository's ../shared/data
+// (these tests run in bench/emu; bench/emu/driver.DataDir is the loader's).
+func testDataDir() string {
+	if d := os.Getenv("M2HO_SHARED_DATA"); d != "" {
+		return d
+	}
+	return filepath.Join("..", "..", "..", "shared", "data")
+}
+
+// osOpts reads the files a scenario refers to from the file system, as
+// bench/emu/driver's loaders do.
+func osOpts(o LoadOptions) LoadOptions {
+	o.Open = func(p string) (io.ReadCloser, error) { return os.Open(p) }
+	if o.DataDir == "" {
+		o.DataDir = testDataDir()
+	}
+	return o
+}
+
 func dataDir(t testing.TB) string {
-	d := DataDir(".")
+	d := testDataDir()
 	if _, err := os.Stat(d); err != nil {
 		t.Skipf("shared data not found at %s (set M2HO_SHARED_DATA): %v", d, err)
 	}
@@ -128,7 +148,12 @@ func TestRealCapacityFiles(t *testing.T) {
 		{"mahimahi", "throughput-traces/Verizon-LTE-short.down", 1, 100},
 		{"mbps-trace", "throughput-traces/5g_trace_103_driving", 50, 2000},
 	} {
-		c, err := LoadCapacity(tc.kind, filepath.Join(d, tc.path))
+		f, err := os.Open(filepath.Join(d, tc.path))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ParseCapacity(tc.kind, tc.path, f)
+		f.Close()
 		if err != nil {
 			t.Fatalf("%s: %v", tc.path, err)
 		}
@@ -273,17 +298,26 @@ func TestBuiltinScenarios(t *testing.T) {
 	// Without an XCAL reader the measured drive cannot load; without
 	// ../shared/data it fails earlier, naming the missing capacity log.
 	want := "schedule.xcal"
-	if _, err := os.Stat(DataDir("")); err != nil {
+	if _, err := os.Stat(testDataDir()); err != nil {
 		want = "m2ho-mobicom24"
 	}
-	if _, err := Builtin("measured", LoadOptions{}); err == nil || !strings.Contains(err.Error(), want) {
+	if _, err := Builtin("measured", osOpts(LoadOptions{})); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("measured without an XCAL reader: %v (want an error naming %s)", err, want)
+	}
+	// Without a file opener it fails naming the file it needs.
+	if _, err := Builtin("measured", LoadOptions{XCAL: func(string) ([]signaling.Event, error) { return nil, nil }}); err == nil ||
+		!strings.Contains(err.Error(), "m2ho-mobicom24/") || !strings.Contains(err.Error(), "LoadOptions.Open") {
+		t.Fatalf("measured without a file opener: %v", err)
 	}
 	if sc := md.Scaled(0.5); sc.Config.Scale != 0.5 || md.Config.Scale != 1 {
 		t.Fatal("Scaled must copy")
 	}
 	// The files on disk are the embedded ones.
-	disk, err := LoadScenario("scenarios/mixed-drive.yaml", LoadOptions{})
+	data, err := os.ReadFile("scenarios/mixed-drive.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	disk, err := ParseScenario("scenarios/mixed-drive.yaml", "scenarios", data, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +339,7 @@ func TestMeasuredScenario(t *testing.T) {
 			{Time: d.Add(18*time.Second + 46*time.Millisecond), Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "522", Type: signaling.CellMmWave}},
 		}, nil
 	}
-	scn, err := Builtin("measured", LoadOptions{XCAL: fake})
+	scn, err := Builtin("measured", osOpts(LoadOptions{XCAL: fake}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,6 +383,73 @@ func TestScenarioErrorsNameTheField(t *testing.T) {
 		_, err := ParseScenario("s.yaml", "", []byte(in), LoadOptions{})
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.HasPrefix(err.Error(), "s.yaml") {
 			t.Errorf("%q:\n error %v\n want %q", in, err, want)
+		}
+	}
+}
+
+// TestScenarioValidationNamesEachField: every validation error starts
+// with the YAML path of the one field that is wrong.
+func TestScenarioValidationNamesEachField(t *testing.T) {
+	base := "duration: 10s\ncells:\n  - {id: a, type: sub6, buffer: 1MB, capacity: {mbps: 100}}\n"
+	cell := func(s string) string { return base + "  - {" + s + "}\n" }
+	sched := func(s string) string { return base + "schedule:\n" + s }
+	const dwell = "{dist: fixed, mean: 1s}"
+	for _, tc := range []struct{ field, in string }{
+		{"duration", "cells: []\n"},
+		{"duration", "duration: 25h\n"},
+		{"scale", base + "scale: -1\n"},
+		{"rtt", base + "rtt: -1ms\n"},
+		{"uplink.mbps", base + "uplink: {mbps: -1}\n"},
+		{"uplink.mbps", base + "uplink: {mbps: 2e6}\n"},
+		{"slots.sub6", base + "slots: {sub6: -1ms}\n"},
+		{"slots.mmwave", base + "slots: {mmwave: -1ms}\n"},
+		{"slots.events", base + "slots: {events: some}\n"},
+		{"slots.background_load", base + "slots: {background_load: 1}\n"},
+		{"errors.harq_fraction", base + "errors: {harq_fraction: 2}\n"},
+		{"errors.retx_delay.dist", base + "errors: {harq_fraction: 0.1, retx_delay: {dist: zipf, mean: 1ms}}\n"},
+		{"handover.report_lead.mean", base + "handover:\n  report_lead: {dist: fixed}\n"},
+		{"handover.report_lead.max", base + "handover:\n  report_lead: {dist: uniform, min: 10ms, max: 5ms}\n"},
+		{"handover.report_lead.min", base + "handover:\n  report_lead: {dist: uniform, min: -10ms, max: 5ms}\n"},
+		{"handover.report_lead.sd", base + "handover:\n  report_lead: {dist: normal, mean: 1s, sd: -1ms}\n"},
+		{"handover.report_lead.max", base + "handover:\n  report_lead: {dist: normal, mean: 1s, min: 10ms, max: 5ms}\n"},
+		{"handover.interruption", base + "handover: {interruption: -1ms}\n"},
+		{"handover.command_to_exec", base + "handover: {command_to_exec: -1ms}\n"},
+		{"handover.flush_delay", base + "handover: {flush_delay: 1s}\n"},
+		{"cells[1].id", cell("type: sub6, buffer: 1MB, capacity: {mbps: 1}")},
+		{"cells[1].id", cell("id: a, type: sub6, buffer: 1MB, capacity: {mbps: 1}")},
+		{"cells[1].type", cell("id: b, type: wifi, buffer: 1MB, capacity: {mbps: 1}")},
+		{"cells[1].buffer", cell("id: b, type: sub6, capacity: {mbps: 1}")},
+		{"cells[1].slot", cell("id: b, type: sub6, buffer: 1MB, slot: -1ms, capacity: {mbps: 1}")},
+		{"cells[1].capacity", cell("id: b, type: sub6, buffer: 1MB, capacity: {}")},
+		{"cells[1].capacity.mbps", cell("id: b, type: sub6, buffer: 1MB, capacity: {mbps: -5}")},
+		{"cells[1].capacity.iperf3", cell("id: b, type: sub6, buffer: 1MB, capacity: {mbps: 1, iperf3: x.log}")},
+		{"cells[1].capacity.mahimahi", cell("id: b, type: sub6, buffer: 1MB, capacity: {mahimahi: nope}")},
+		{"cell_defaults.mmwave.buffer", base + "cell_defaults:\n  mmwave: {capacity: {mbps: 1}}\n"},
+		{"schedule.xcal", sched("  synthetic: {dwell: " + dwell + "}\n  xcal: x.csv\n")},
+		{"schedule.handovers", sched("  synthetic: {dwell: " + dwell + "}\n  handovers:\n    - {at: 1s, to: a}\n")},
+		{"schedule.iperf3", sched("  xcal: x.csv\n")},
+		{"schedule.synthetic.vertical", sched("  synthetic: {dwell: " + dwell + ", vertical: 2}\n")},
+		{"schedule.synthetic.false_alarms", sched("  synthetic: {dwell: " + dwell + ", false_alarms: -1}\n")},
+		{"schedule.synthetic.dwell.dist", sched("  synthetic: {dwell: {dist: zipf}}\n")},
+		{"schedule.handovers[0].to", sched("  handovers:\n    - {at: 1s}\n")},
+		{"schedule.handovers[0].to", sched("  handovers:\n    - {at: 1s, to: zz}\n")},
+		{"schedule.handovers[0].at", sched("  handovers:\n    - {at: -1s, to: a}\n")},
+		{"schedule.handovers[0].lead", sched("  handovers:\n    - {at: 1s, to: a, lead: -1ms}\n")},
+		{"schedule.handovers[0].report", sched("  handovers:\n    - {at: 1s, to: a, report: C7}\n")},
+		{"schedule.handovers[0].type", sched("  handovers:\n    - {at: 1s, to: a, type: wifi}\n")},
+		{"schedule.false_alarms[0].at", sched("  false_alarms:\n    - {at: -1s, report: A3}\n")},
+		{"schedule.false_alarms[0].a1_after", sched("  false_alarms:\n    - {at: 1s, report: A3, a1_after: -1s}\n")},
+		{"schedule.false_alarms[0].report", sched("  false_alarms:\n    - {at: 1s, report: A1}\n")},
+	} {
+		_, err := ParseScenario("s.yaml", "", []byte(tc.in), LoadOptions{})
+		prefix := "s.yaml: " + tc.field
+		if err == nil {
+			t.Errorf("%s: no error for\n%s", tc.field, tc.in)
+			continue
+		}
+		msg := err.Error()
+		if !strings.HasPrefix(msg, prefix) || len(msg) == len(prefix) || (msg[len(prefix)] != ':' && msg[len(prefix)] != ' ') {
+			t.Errorf("%s: error %q does not name the field first", tc.field, msg)
 		}
 	}
 }

@@ -24,17 +24,9 @@ type HandoverRecord struct {
 func (h HandoverRecord) TypeName() string { return HOTypeName(h.From.Type, h.To.Type) }
 
 // HOTypeName names the type of a handover from a cell of type from to one
-// of type to, as the output files spell it.
+// of type to, as the output files spell it (signaling.HOType's names).
 func HOTypeName(from, to signaling.CellType) string {
-	switch signaling.ClassifyHO(from, to) {
-	case signaling.HOHorizontal:
-		return "horizontal"
-	case signaling.HOSub6ToMmWave:
-		return "sub6-to-mmwave"
-	case signaling.HOMmWaveToSub6:
-		return "mmwave-to-sub6"
-	}
-	return "unknown"
+	return signaling.ClassifyHO(from, to).String()
 }
 
 // FalseAlarmRecord is a measurement report withdrawn by an A1.

@@ -5,9 +5,9 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
-	"os"
-	"path/filepath"
+	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -45,9 +45,15 @@ type LoadOptions struct {
 	// XCAL reads a signalling log (e.g. signaling.NewXCALReader over the
 	// file). Needed only by scenarios with schedule.xcal.
 	XCAL func(path string) ([]signaling.Event, error)
+	// Open opens a file the scenario refers to (capacity traces, iperf3
+	// logs), by its resolved path. Nil: a scenario that refers to a file
+	// fails to load, naming it. The file-system loaders of
+	// bench/emu/driver (LoadScenario, Builtin) fill it in.
+	Open func(path string) (io.ReadCloser, error)
 	// DataDir replaces the shared data directory for paths that start with
-	// ../shared/data/ (default: $M2HO_SHARED_DATA, else the repository's
-	// ../shared/data).
+	// ../shared/data/ ("": they stay relative to the scenario's directory;
+	// the loaders of bench/emu/driver default it to $M2HO_SHARED_DATA, else
+	// the repository's ../shared/data).
 	DataDir string
 	// Duration, when > 0, replaces the file's duration before a synthetic
 	// schedule is drawn, so a longer run gets handovers all along.
@@ -159,17 +165,6 @@ type scenarioFile struct {
 	} `yaml:"schedule"`
 }
 
-// LoadScenario reads a scenario YAML file; relative paths in it resolve
-// against the file's directory (../shared/data/... against the shared data
-// directory).
-func LoadScenario(path string, opts LoadOptions) (*Scenario, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	return ParseScenario(path, filepath.Dir(path), data, opts)
-}
-
 // Builtin returns one of the scenarios compiled into the binary
 // (BuiltinNames lists them).
 func Builtin(name string, opts LoadOptions) (*Scenario, error) {
@@ -217,42 +212,37 @@ type loader struct {
 	iperf     map[string]*IperfUDP
 }
 
-// DataDir is where tests and scenarios find /work/shared/data:
-// $M2HO_SHARED_DATA if set, else <repo root>/../shared/data, with the repo
-// root found by walking up from dir to go.mod.
-func DataDir(dir string) string {
-	if d := os.Getenv("M2HO_SHARED_DATA"); d != "" {
-		return d
-	}
-	if dir == "" {
-		dir, _ = os.Getwd()
-	}
-	if abs, err := filepath.Abs(dir); err == nil {
-		for d := abs; ; d = filepath.Dir(d) {
-			if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
-				return filepath.Join(d, "..", "shared", "data")
-			}
-			if filepath.Dir(d) == d {
-				break
-			}
-		}
-	}
-	return filepath.Join("..", "shared", "data")
-}
-
+// path resolves a file reference of the scenario: ../shared/data/...
+// against LoadOptions.DataDir when set, a relative one against the
+// scenario's directory. Paths are slash-separated (the driver runs on
+// Linux only).
 func (l *loader) path(p string) string {
 	const shared = "../shared/data/"
-	if rest, ok := strings.CutPrefix(p, shared); ok {
-		d := l.opts.DataDir
-		if d == "" {
-			d = DataDir(l.base)
-		}
-		return filepath.Join(d, rest)
+	if rest, ok := strings.CutPrefix(p, shared); ok && l.opts.DataDir != "" {
+		return path.Join(l.opts.DataDir, rest)
 	}
-	if filepath.IsAbs(p) || l.base == "" {
+	if path.IsAbs(p) || l.base == "" {
 		return p
 	}
-	return filepath.Join(l.base, p)
+	return path.Join(l.base, p)
+}
+
+// open opens a resolved file through LoadOptions.Open.
+func (l *loader) open(p string) (io.ReadCloser, error) {
+	if l.opts.Open == nil {
+		return nil, fmt.Errorf("%s: no file opener (LoadOptions.Open; bench/emu/driver loads from the file system)", p)
+	}
+	return l.opts.Open(p)
+}
+
+// capacityFile opens and parses one capacity trace of kind.
+func (l *loader) capacityFile(kind, p string) (Capacity, error) {
+	f, err := l.open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return ParseCapacity(kind, p, f)
 }
 
 func (l *loader) iperf3(p string) (*IperfUDP, error) {
@@ -260,7 +250,7 @@ func (l *loader) iperf3(p string) (*IperfUDP, error) {
 	if c, ok := l.iperf[full]; ok {
 		return c, nil
 	}
-	f, err := os.Open(full)
+	f, err := l.open(full)
 	if err != nil {
 		return nil, err
 	}
@@ -274,17 +264,21 @@ func (l *loader) iperf3(p string) (*IperfUDP, error) {
 }
 
 func (l *loader) capacity(c capFile, field string) (Capacity, error) {
-	n := 0
-	for _, s := range []string{c.Mahimahi, c.Iperf3, c.MbpsTrace} {
-		if s != "" {
-			n++
+	var given []string
+	if c.Mbps != 0 {
+		given = append(given, "mbps")
+	}
+	for _, g := range []struct{ name, v string }{{"mahimahi", c.Mahimahi}, {"iperf3", c.Iperf3}, {"mbps_trace", c.MbpsTrace}} {
+		if g.v != "" {
+			given = append(given, g.name)
 		}
 	}
-	if c.Mbps != 0 {
-		n++
-	}
-	if n != 1 {
-		return nil, fmt.Errorf("%s: give exactly one of mbps, mahimahi, iperf3, mbps_trace", field)
+	switch len(given) {
+	case 0:
+		return nil, fmt.Errorf("%s: give exactly one of mbps, mahimahi, iperf3, mbps_trace (none given)", field)
+	case 1:
+	default:
+		return nil, fmt.Errorf("%s.%s: conflicts with %s.%s (give exactly one of mbps, mahimahi, iperf3, mbps_trace)", field, given[1], field, given[0])
 	}
 	var (
 		cp  Capacity
@@ -302,12 +296,12 @@ func (l *loader) capacity(c capFile, field string) (Capacity, error) {
 			cp = ip.Series
 		}
 	case c.Mahimahi != "":
-		cp, err = LoadCapacity("mahimahi", l.path(c.Mahimahi))
+		cp, err = l.capacityFile("mahimahi", l.path(c.Mahimahi))
 	default:
-		cp, err = LoadCapacity("mbps-trace", l.path(c.MbpsTrace))
+		cp, err = l.capacityFile("mbps-trace", l.path(c.MbpsTrace))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", field, err)
+		return nil, fmt.Errorf("%s.%s: %w", field, given[0], err)
 	}
 	return cp, nil
 }
@@ -368,8 +362,11 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	if f.RTT > 0 {
 		cfg.RTT = f.RTT
 	}
-	if f.Uplink.Mbps < 0 || f.Uplink.Mbps > 1e6 || f.Uplink.Buffer < 0 {
-		return nil, errors.New("uplink: mbps and buffer must be > 0")
+	if f.Uplink.Mbps < 0 || f.Uplink.Mbps > 1e6 {
+		return nil, errors.New("uplink.mbps: must be in (0, 1e6]")
+	}
+	if f.Uplink.Buffer < 0 {
+		return nil, errors.New("uplink.buffer: must be > 0")
 	}
 	if f.Uplink.Mbps > 0 {
 		cfg.UplinkMbps = f.Uplink.Mbps
@@ -377,8 +374,11 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	if f.Uplink.Buffer > 0 {
 		cfg.UplinkBuffer = int64(f.Uplink.Buffer)
 	}
-	if f.Slots.Sub6 < 0 || f.Slots.MmWave < 0 {
-		return nil, errors.New("slots: lengths must be > 0")
+	if f.Slots.Sub6 < 0 {
+		return nil, errors.New("slots.sub6: must be > 0")
+	}
+	if f.Slots.MmWave < 0 {
+		return nil, errors.New("slots.mmwave: must be > 0")
 	}
 	if f.Slots.Sub6 > 0 {
 		cfg.SlotSub6 = f.Slots.Sub6
@@ -459,18 +459,23 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 		}
 	}
 	sc := f.Schedule
-	kinds := 0
+	// One kind of schedule: synthetic, explicit (handovers and/or
+	// false_alarms) or xcal; a conflict names the two fields.
+	var kinds []string
 	if sc.Synthetic != nil {
-		kinds++
+		kinds = append(kinds, "schedule.synthetic")
 	}
-	if len(sc.Handovers) > 0 || len(sc.FalseAlarms) > 0 {
-		kinds++
+	switch {
+	case len(sc.Handovers) > 0:
+		kinds = append(kinds, "schedule.handovers")
+	case len(sc.FalseAlarms) > 0:
+		kinds = append(kinds, "schedule.false_alarms")
 	}
 	if sc.XCAL != "" {
-		kinds++
+		kinds = append(kinds, "schedule.xcal")
 	}
-	if kinds > 1 {
-		return nil, errors.New("schedule: give one of synthetic, handovers/false_alarms, xcal")
+	if len(kinds) > 1 {
+		return nil, fmt.Errorf("%s: conflicts with %s (give one of synthetic, handovers/false_alarms, xcal)", kinds[1], kinds[0])
 	}
 	switch {
 	case sc.Synthetic != nil:
@@ -527,8 +532,14 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 					return nil, fmt.Errorf("%s.type: %q is not sub6, mmwave or lte", field, h.Type)
 				}
 			}
-			if h.To == "" || h.At < 0 || h.Lead < 0 {
-				return nil, fmt.Errorf("%s: needs to, at >= 0 and lead >= 0", field)
+			if h.To == "" {
+				return nil, fmt.Errorf("%s.to: empty", field)
+			}
+			if h.At < 0 {
+				return nil, fmt.Errorf("%s.at: negative", field)
+			}
+			if h.Lead < 0 {
+				return nil, fmt.Errorf("%s.lead: negative", field)
 			}
 			cfg.Schedule.Handovers = append(cfg.Schedule.Handovers, Handover{At: h.At, To: h.To, ToType: t, Report: meas, Lead: h.Lead})
 		}
@@ -538,15 +549,18 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 			if !ok || meas == signaling.MeasA1 {
 				return nil, fmt.Errorf("%s.report: %q is not a measurement event other than A1", field, fa.Report)
 			}
-			if fa.At < 0 || fa.A1After < 0 {
-				return nil, fmt.Errorf("%s: at and a1_after must be >= 0", field)
+			if fa.At < 0 {
+				return nil, fmt.Errorf("%s.at: negative", field)
+			}
+			if fa.A1After < 0 {
+				return nil, fmt.Errorf("%s.a1_after: negative", field)
 			}
 			cfg.Schedule.FalseAlarms = append(cfg.Schedule.FalseAlarms, FalseAlarm{At: fa.At, Neighbor: fa.Neighbor, Report: meas, A1After: fa.A1After})
 		}
 	}
 	name := f.Name
 	if name == "" {
-		name = strings.TrimSuffix(filepath.Base(src), filepath.Ext(src))
+		name = strings.TrimSuffix(path.Base(src), path.Ext(src))
 	}
 	scn := &Scenario{Name: name, Source: src, Config: cfg}
 	// Build once so that every error (unknown cells, overlapping

@@ -67,14 +67,20 @@ func (d Dist) validate(field string) error {
 			return fmt.Errorf("%s.mean: must be > 0 for dist %q", field, d.Kind)
 		}
 	case "uniform":
-		if d.Max <= d.Min || d.Min < 0 {
-			return fmt.Errorf("%s: uniform needs 0 <= min < max", field)
+		if d.Max <= d.Min {
+			return fmt.Errorf("%s.max: %v must be above min %v for dist uniform", field, d.Max, d.Min)
 		}
 	default:
 		return fmt.Errorf("%s.dist: %q is not fixed, uniform, normal or exponential", field, d.Kind)
 	}
-	if d.SD < 0 || d.Min < 0 || (d.Max != 0 && d.Max < d.Min) {
-		return fmt.Errorf("%s: sd, min, max must be >= 0 and min <= max", field)
+	if d.SD < 0 {
+		return fmt.Errorf("%s.sd: negative", field)
+	}
+	if d.Min < 0 {
+		return fmt.Errorf("%s.min: negative", field)
+	}
+	if d.Max != 0 && d.Max < d.Min {
+		return fmt.Errorf("%s.max: %v below min %v", field, d.Max, d.Min)
 	}
 	return nil
 }
@@ -130,8 +136,11 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	if err := p.Dwell.validate("synthetic.dwell"); err != nil {
 		return Schedule{}, err
 	}
-	if p.Vertical < 0 || p.Vertical > 1 || p.FalseAlarms < 0 || p.FalseAlarms > 1 {
-		return Schedule{}, fmt.Errorf("synthetic: vertical and false_alarms must be probabilities in [0,1]")
+	if !(p.Vertical >= 0 && p.Vertical <= 1) {
+		return Schedule{}, fmt.Errorf("synthetic.vertical: %v is not a probability in [0,1]", p.Vertical)
+	}
+	if !(p.FalseAlarms >= 0 && p.FalseAlarms <= 1) {
+		return Schedule{}, fmt.Errorf("synthetic.false_alarms: %v is not a probability in [0,1]", p.FalseAlarms)
 	}
 	r := rand.New(rand.NewPCG(seed, 0x6d32686f))
 	cur := 0

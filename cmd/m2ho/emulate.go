@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/m2ho/m2ho/bench/emu"
+	"github.com/m2ho/m2ho/bench/emu/driver"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
 )
@@ -157,9 +158,9 @@ func loadScenario(f emulateFlags, log *zap.Logger) (*emu.Scenario, error) {
 		err error
 	)
 	if slices.Contains(emu.BuiltinNames(), f.scenario) {
-		s, err = emu.Builtin(f.scenario, opts)
+		s, err = driver.Builtin(f.scenario, opts)
 	} else {
-		s, err = emu.LoadScenario(f.scenario, opts)
+		s, err = driver.LoadScenario(f.scenario, opts)
 	}
 	if err != nil {
 		return nil, err
@@ -185,7 +186,7 @@ func runEmulate(ctx context.Context, f emulateFlags, log *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--ue-net: %w", err)
 	}
-	link, err := emu.OpenLink(emu.LinkConfig{TUN: f.tun, UEIf: f.ueIf, NetIf: f.netIf, UENets: nets})
+	link, err := driver.OpenLink(driver.LinkConfig{TUN: f.tun, UEIf: f.ueIf, NetIf: f.netIf, UENets: nets})
 	if err != nil {
 		return err
 	}
@@ -199,10 +200,10 @@ func runEmulate(ctx context.Context, f emulateFlags, log *zap.Logger) error {
 		zap.String("scenario", scn.Name), zap.String("source", scn.Source), zap.Float64("scale", scn.Config.Scale),
 		zap.Duration("duration", dur), zap.String("tun", f.tun), zap.String("ue_nets", emu.FormatPrefixes(link.UENets)),
 		zap.Strings("routing", link.Routing()), zap.String("out", f.out))
-	d, err := emu.NewDriver(emu.DriverConfig{
+	d, err := driver.NewDriver(driver.DriverConfig{
 		Scenario: scn, Seed: f.seed, Duration: dur, SignalSocket: f.signalSocket, OutDir: f.out,
 		InvalidLatePct: f.lateThreshold, RTPriority: f.rtPriority,
-		Progress: func(p emu.Progress) {
+		Progress: func(p driver.Progress) {
 			fmt.Fprintf(os.Stderr, "emulate %5.0fs/%.0fs  serving %s (%s)  handovers %d  down %7.1f Mbps  late %.2f%%\n",
 				p.Elapsed.Seconds(), p.Duration.Seconds(), p.Serving.ID, emu.CellTypeName(p.Serving.Type), p.Handovers, p.DownMbps, p.LatePct)
 		},

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -21,6 +24,7 @@ type replayFlags struct {
 	format    string
 	defaultT2 time.Duration
 	maxErrors int
+	list      string
 }
 
 func newReplayCmd(g *globalFlags) *cobra.Command {
@@ -29,32 +33,43 @@ func newReplayCmd(g *globalFlags) *cobra.Command {
 		Use:   "replay [flags] FILE...",
 		Short: "Score the handover predictor on signalling traces (XCAL CSV or JSON lines)",
 		Long: `replay runs signalling traces through the handover predictor and reports,
-side by side, M2HO's Algorithm 1 and an A3-only baseline (what a 4G-era
-predictor such as LTE-VR keys on):
+side by side, the stream rule set (streams), M2HO's Algorithm 1 (alg1) and
+an A3-only baseline (what a 4G-era predictor such as LTE-VR keys on):
 
-  handovers   actual handovers: every handover command in the trace
+  handovers   actual handovers: every handover command in the trace, and
+              the handovers the XCAL reader infers (SN releases and LTE
+              handovers without SCG configuration, which XCAL does not
+              export; signaling/XCAL.md), these also counted apart
   recall      handovers that a live prediction preceded / handovers
-  precision   predictions followed by a handover command / predictions
-  false alarms  predictions with no command: withdrawn (an A1 after the
-              prediction, or no command within 2*T2, T2 being the running
-              mean of the report-to-command interval) or still live at the
-              end of the trace
-  lead        time from the first prediction to the handover command, p50
-              and p90 in milliseconds
+  precision   predictions followed by a handover / predictions
+  false alarms  predictions with no handover: withdrawn (an A1, or the
+              rule set's timeout: 2*T2 for alg1 and a3-only, T2 being the
+              running mean of the report-to-command interval; the stream's
+              answer time for streams) or still live at the end
+  lead        time from the first prediction to the handover, p50 and p90
+              in milliseconds
+  predicted time  share of trace time a prediction was live (the
+              controller's clamp is on): always predicting has recall 1
+  type accuracy  predicted handovers whose predicted type (horizontal, to
+              mmWave, to sub-6) and target cell type were both right
 
-per file and pooled over all files, and split by handover type (horizontal,
-sub-6 to mmWave, mmWave to sub-6).
+per file, pooled over all files and pooled over distinct files (files
+with the same content, by SHA-256, count once), and split by handover
+type (horizontal, sub-6 to mmWave, mmWave to sub-6).
 
 Formats: XCAL CSV exports (7 columns: device_time, pc_time, direction,
 channel, RAT, message, info) and m2ho's JSON lines (signaling/FORMAT.md),
 detected from the content unless --format says. A file that cannot be read
 is reported with the reason and the others still run; malformed lines are
-reported by file:line and skipped. The exit code is 0 when every file was
-read cleanly, 1 when any file failed or had malformed lines, 2 on bad usage.
+reported by file:line and skipped (report kinds the reader does not know
+are not malformed: they are counted as unknown events). The exit code is 0
+when every file was read cleanly, 1 when any file failed or had malformed
+lines, 2 on bad usage.
 
 Examples:
   m2ho replay configs/example-drive.jsonl
-  m2ho replay --json ../shared/data/m2ho-mobicom24/measurements/*/*/*.csv`,
+  m2ho replay $(find ../shared/data/m2ho-mobicom24 -iname '*.csv' | sort)
+  m2ho replay --list streams --json ../shared/data/m2ho-mobicom24/measurements/*/*/*.csv`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return fmt.Errorf("replay needs at least one FILE (XCAL CSV or JSON lines)")
@@ -69,7 +84,16 @@ Examples:
 			if f.defaultT2 <= 0 {
 				return fmt.Errorf("--t2 %v: must be positive", f.defaultT2)
 			}
-			rep, failed := replay(args, format, f.defaultT2, cmd.ErrOrStderr(), f.maxErrors)
+			if f.list != "" {
+				found := false
+				for _, p := range score.Predictors {
+					found = found || p.Name == f.list
+				}
+				if !found {
+					return fmt.Errorf("--list %q: not a predictor (streams, alg1, a3-only)", f.list)
+				}
+			}
+			rep, failed := replay(args, format, f.defaultT2, cmd.ErrOrStderr(), f.maxErrors, f.list)
 			var err error
 			if f.json {
 				err = writeReplayJSON(cmd.OutOrStdout(), rep)
@@ -89,34 +113,85 @@ Examples:
 	cmd.Flags().StringVar(&f.format, "format", "auto", "input format: auto, xcal or json")
 	cmd.Flags().DurationVar(&f.defaultT2, "t2", m2ho.DefaultT2, "report-to-command interval T2 assumed until one is measured")
 	cmd.Flags().IntVar(&f.maxErrors, "max-errors", 10, "malformed lines to print per file (all are counted)")
+	cmd.Flags().StringVar(&f.list, "list", "", "also list every handover and false alarm of this predictor per file")
 	return cmd
 }
 
-// replayReport is `m2ho replay --json`'s object.
+// replayReport is `m2ho replay --json`'s object. Predictors pools every
+// file given; PredictorsDistinct pools each content (SHA-256) once.
 type replayReport struct {
-	Files      int                     `json:"files"`
-	Failed     int                     `json:"failed"`
-	Handovers  int                     `json:"handovers"`
-	Predictors []score.PredictorReport `json:"predictors"`
-	PerFile    []fileReport            `json:"per_file"`
+	Files              int                     `json:"files"`
+	Failed             int                     `json:"failed"`
+	Handovers          int                     `json:"handovers"`
+	Predictors         []score.PredictorReport `json:"predictors"`
+	DistinctFiles      int                     `json:"distinct_files"`
+	DistinctHandovers  int                     `json:"distinct_handovers"`
+	PredictorsDistinct []score.PredictorReport `json:"predictors_distinct"`
+	PerFile            []fileReport            `json:"per_file"`
 }
 
 type fileReport struct {
-	File       string                  `json:"file"`
-	Error      string                  `json:"error,omitempty"`
-	BadLines   int                     `json:"bad_lines"`
-	Events     int                     `json:"events"`
-	Handovers  int                     `json:"handovers"`
-	Predictors []score.PredictorReport `json:"predictors,omitempty"`
+	File        string `json:"file"`
+	Error       string `json:"error,omitempty"`
+	SHA256      string `json:"sha256,omitempty"`
+	DuplicateOf string `json:"duplicate_of,omitempty"`
+	BadLines    int    `json:"bad_lines"`
+	Events      int    `json:"events"`
+	// UnknownReports are reports of an event the reader does not know
+	// (signaling.MeasUnknown): read, counted, not malformed.
+	UnknownReports int                     `json:"unknown_reports"`
+	Handovers      int                     `json:"handovers"`
+	Predictors     []score.PredictorReport `json:"predictors,omitempty"`
+	List           []listEntry             `json:"list,omitempty"`
+}
+
+// listEntry is one handover or false alarm of the --list predictor.
+type listEntry struct {
+	At          string  `json:"at"`
+	What        string  `json:"what"` // handover kind, "inferred " prefixed, or "false-alarm"
+	Actual      string  `json:"actual,omitempty"`
+	Target      string  `json:"target,omitempty"`
+	Predicted   bool    `json:"predicted"`
+	PredictedAt string  `json:"predicted_at,omitempty"`
+	PredType    string  `json:"predicted_type,omitempty"`
+	PredTarget  string  `json:"predicted_target,omitempty"`
+	LeadMs      float64 `json:"lead_ms,omitempty"`
+	Reason      string  `json:"withdrawn,omitempty"`
+}
+
+func listOf(c *score.Counts) []listEntry {
+	const tf = "15:04:05.000"
+	var l []listEntry
+	for _, r := range c.Records {
+		e := listEntry{At: r.At.Format(tf), Predicted: r.Predicted}
+		if r.FalseAlarm {
+			e.What = "false-alarm"
+			e.Reason = r.Reason.String()
+		} else {
+			e.What = r.HO.String()
+			if r.Inferred {
+				e.What = "inferred " + e.What
+			}
+			e.Actual, e.Target = r.Actual.String(), r.Target.String()
+		}
+		if r.Predicted || r.FalseAlarm {
+			e.PredictedAt, e.PredType, e.PredTarget = r.PredictedAt.Format(tf), r.PredType.String(), r.PredTarget.String()
+			e.LeadMs = float64(r.Lead) / float64(time.Millisecond)
+		}
+		l = append(l, e)
+	}
+	return l
 }
 
 // replay scores every predictor on every file. Problems with a file are
 // written to errw as they are met; failed says whether any file had one.
-func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.Writer, maxErrors int) (rep replayReport, failed bool) {
+func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.Writer, maxErrors int, list string) (rep replayReport, failed bool) {
 	pooled := make([]*score.Counts, len(score.Predictors))
+	distinct := make([]*score.Counts, len(score.Predictors))
 	for i := range pooled {
-		pooled[i] = &score.Counts{ByType: map[m2ho.HOType]*score.TypeCounts{}}
+		pooled[i], distinct[i] = score.NewCounts(), score.NewCounts()
 	}
+	seen := map[string]string{} // content hash → first file with it
 	for _, path := range paths {
 		fr := fileReport{File: path}
 		events, _, errs := sigio.ReadAll(path, format)
@@ -141,21 +216,59 @@ func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.W
 			rep.Failed++
 			failed = true
 		}
+		if h, err := hashFile(path); err == nil {
+			fr.SHA256 = h
+			if first, ok := seen[h]; ok {
+				fr.DuplicateOf = first
+			} else {
+				seen[h] = path
+			}
+		}
 		fr.Events = len(events)
+		for i := range events {
+			if events[i].Kind == signaling.KindReport && events[i].Meas == signaling.MeasUnknown {
+				fr.UnknownReports++
+			}
+		}
 		for i, p := range score.Predictors {
 			c := score.Run(events, p.Rules, t2)
 			fr.Handovers = c.Handovers
 			fr.Predictors = append(fr.Predictors, c.Report(p.Name))
 			pooled[i].Add(c)
+			if fr.DuplicateOf == "" {
+				distinct[i].Add(c)
+			}
+			if p.Name == list {
+				fr.List = listOf(c)
+			}
 		}
 		rep.Files++
 		rep.Handovers += fr.Handovers
+		if fr.DuplicateOf == "" {
+			rep.DistinctFiles++
+			rep.DistinctHandovers += fr.Handovers
+		}
 		rep.PerFile = append(rep.PerFile, fr)
 	}
 	for i, p := range score.Predictors {
 		rep.Predictors = append(rep.Predictors, pooled[i].Report(p.Name))
+		rep.PredictorsDistinct = append(rep.PredictorsDistinct, distinct[i].Report(p.Name))
 	}
 	return rep, failed
+}
+
+// hashFile is the SHA-256 of a file's content, to tell copies apart.
+func hashFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // isLineError tells a malformed line (the file was read) from a file that
@@ -172,9 +285,12 @@ func writeReplayJSON(w io.Writer, rep replayReport) error {
 }
 
 func writeReplayText(w io.Writer, rep replayReport) error {
-	fmt.Fprintf(w, "%d file(s) read, %d with problems, %d handovers\n\n", rep.Files, rep.Failed, rep.Handovers)
-	fmt.Fprintln(w, "Pooled:")
+	fmt.Fprintf(w, "%d file(s) read, %d with problems, %d handovers; %d distinct by content (SHA-256), %d handovers\n\n",
+		rep.Files, rep.Failed, rep.Handovers, rep.DistinctFiles, rep.DistinctHandovers)
+	fmt.Fprintln(w, "Pooled, all files:")
 	writeTable(w, rep.Predictors)
+	fmt.Fprintf(w, "\nPooled, distinct files (%d; copies counted once):\n", rep.DistinctFiles)
+	writeTable(w, rep.PredictorsDistinct)
 	for _, fr := range rep.PerFile {
 		fmt.Fprintf(w, "\n%s", fr.File)
 		if fr.Error != "" {
@@ -185,8 +301,24 @@ func writeReplayText(w io.Writer, rep replayReport) error {
 		if fr.BadLines > 0 {
 			fmt.Fprintf(w, ", %d malformed lines", fr.BadLines)
 		}
+		if fr.UnknownReports > 0 {
+			fmt.Fprintf(w, ", %d reports of unknown kind", fr.UnknownReports)
+		}
+		if fr.DuplicateOf != "" {
+			fmt.Fprintf(w, ", same content as %s", fr.DuplicateOf)
+		}
 		fmt.Fprintln(w, "):")
 		writeTable(w, fr.Predictors)
+		for _, e := range fr.List {
+			switch {
+			case e.What == "false-alarm":
+				fmt.Fprintf(w, "    %s false alarm: predicted %s at %s (target %s), withdrawn %s\n", e.At, e.PredType, e.PredictedAt, e.PredTarget, e.Reason)
+			case e.Predicted:
+				fmt.Fprintf(w, "    %s %s %s to %s: predicted at %s, lead %.0f ms, as %s to %s\n", e.At, e.What, e.Actual, e.Target, e.PredictedAt, e.LeadMs, e.PredType, e.PredTarget)
+			default:
+				fmt.Fprintf(w, "    %s %s %s to %s: MISSED\n", e.At, e.What, e.Actual, e.Target)
+			}
+		}
 	}
 	return nil
 }
@@ -205,8 +337,12 @@ func writeTable(w io.Writer, ps []score.PredictorReport) {
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
 	row("", func(p score.PredictorReport) string { return p.Name })
-	row("handovers", func(p score.PredictorReport) string { return fmt.Sprint(p.Handovers) })
-	row("predicted", func(p score.PredictorReport) string { return fmt.Sprint(p.Predicted) })
+	row("handovers (inferred)", func(p score.PredictorReport) string {
+		return fmt.Sprintf("%d (%d)", p.Handovers, p.InferredHandovers)
+	})
+	row("predicted (inferred)", func(p score.PredictorReport) string {
+		return fmt.Sprintf("%d (%d)", p.Predicted, p.InferredPredicted)
+	})
 	row("recall", func(p score.PredictorReport) string { return pct(p.Recall) })
 	row("precision", func(p score.PredictorReport) string { return pct(p.Precision) })
 	row("false alarms", func(p score.PredictorReport) string { return fmt.Sprint(p.FalseAlarms) })
@@ -216,6 +352,10 @@ func writeTable(w io.Writer, ps []score.PredictorReport) {
 	row("  not withdrawn", func(p score.PredictorReport) string { return fmt.Sprint(p.FalseAlarmsOpen) })
 	row("lead ms p50", func(p score.PredictorReport) string { return ms(p.LeadMsP50) })
 	row("lead ms p90", func(p score.PredictorReport) string { return ms(p.LeadMsP90) })
+	row("predicted time", func(p score.PredictorReport) string { return pctOf(p.PredictedTimePct) })
+	row("type accuracy (type/target)", func(p score.PredictorReport) string {
+		return fmt.Sprintf("%s (%s/%s)", pct(p.TypeAccuracy), pct(p.KindAccuracy), pct(p.TargetTypeAccuracy))
+	})
 	for _, t := range []string{"horizontal", "sub6-to-mmwave", "mmwave-to-sub6", "unknown"} {
 		if _, ok := ps[0].ByType[t]; !ok {
 			continue
@@ -237,6 +377,14 @@ func pct(m score.Metric) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(m))
+}
+
+// pctOf prints a metric that already is a percentage.
+func pctOf(m score.Metric) string {
+	if !m.Defined() {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f%%", float64(m))
 }
 
 func ms(m score.Metric) string {

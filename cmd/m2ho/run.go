@@ -25,6 +25,7 @@ import (
 
 	"github.com/m2ho/m2ho/m2ho"
 	"github.com/m2ho/m2ho/m2ho/bwe"
+	"github.com/m2ho/m2ho/m2ho/smaxfile"
 	"github.com/m2ho/m2ho/proxy"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
@@ -340,9 +341,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 
 	// Without a file the estimates are still learned, in memory: the
 	// clamp must not fall back to the default for want of a path.
-	db := m2ho.NewSMaxDB("")
+	db := m2ho.NewSMaxDB()
 	if c.SMaxDB != "" {
-		if db, err = m2ho.OpenSMaxDB(c.SMaxDB); err != nil {
+		if db, err = smaxfile.Open(c.SMaxDB); err != nil {
 			return fmt.Errorf("--smax-db: %w", err)
 		}
 	}
@@ -450,7 +451,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 					ctrl.Tick(now)
 					if c.SMaxDB != "" && ctrl.Dirty() && now.Sub(lastSave) > 5*time.Second {
 						lastSave = now
-						if err := db.Save(); err != nil {
+						if err := smaxfile.SaveDB(c.SMaxDB, db); err != nil {
 							log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(err))
 						}
 					}
@@ -462,7 +463,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	log.Info("m2ho running", zap.String("tun", dev.Name()), zap.String("socket", c.Socket))
 	err = eng.Run(ctx)
 	if c.SMaxDB != "" {
-		if serr := db.Save(); serr != nil {
+		if serr := smaxfile.SaveDB(c.SMaxDB, db); serr != nil {
 			log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(serr))
 		}
 	}

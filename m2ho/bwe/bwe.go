@@ -1,6 +1,6 @@
 // Package bwe holds the pluggable bandwidth estimators behind M2HO's c_est
 // (§4.5, Eqn 2): the paper's own per-RTT byte count and three filters from
-// the ABEC-MPTCP seed (Westwood's fixed pole, the bilinear Tustin filter and
+// the ABEC-MPTCP paper (Westwood's fixed pole, the bilinear Tustin filter and
 // ABEC's adaptive pole), so that they can be compared on the same traces.
 //
 // Every estimator is pure: the caller passes the arrival time, the bytes
@@ -80,10 +80,10 @@ func (e *PerRTT) Sample(now time.Time, bytes int, rtt time.Duration) {
 func (e *PerRTT) Rate() float64 { return e.rate }
 func (e *PerRTT) Reset()        { *e = PerRTT{} }
 
-// WestwoodAlpha is the fixed pole of Westwood's filter (seed 002, Eqn 3).
+// WestwoodAlpha is the fixed pole of Westwood's filter (ABEC-MPTCP, Eqn 3).
 const WestwoodAlpha = 19.0 / 21.0
 
-// Westwood is the fixed-pole filter of TCP Westwood (seed 002, Eqn 3) over
+// Westwood is the fixed-pole filter of TCP Westwood (ABEC-MPTCP, Eqn 3) over
 // per-RTT samples b_k:
 //
 //	Bw_k = α·Bw_{k-1} + (1-α)·(b_k + b_{k-1})/2,  α = 19/21.
@@ -123,7 +123,7 @@ const DefaultTau = 500 * time.Millisecond
 
 // Tustin is a first-order low-pass filter with time constant τ discretised
 // with the bilinear (Tustin) transform over per-RTT samples s_k of length
-// T_k (seed 002's "Tustin" comparison):
+// T_k (ABEC-MPTCP's "Tustin" comparison):
 //
 //	α_k = (2τ - T_k)/(2τ + T_k),  Bw_k = α_k·Bw_{k-1} + (1-α_k)/2·(s_k + s_{k-1}).
 //
@@ -175,9 +175,9 @@ const (
 	DefaultABECRTTs = 2   // sampling interval in RTTs (must be ≥ 1)
 )
 
-// ABEC is the adaptive-pole estimator of ABEC-MPTCP (seed 002, §2.2).
+// ABEC is the adaptive-pole estimator of ABEC-MPTCP (§2.2).
 //
-// The seed's Eqns 6-8 are lost in the text we have; this is our reading of
+// The paper's Eqns 6-8 are lost in the text we have; this is our reading of
 // what remains (Algorithm 1 lines 2, 8, 9 and the prose around Eqns 7-9):
 //
 //   - Eqn 6: the sampling interval T_k spans at least one RTT (here

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 
-	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/signaling"
 )
 
 // Metric is a ratio or a percentile that may be undefined (no handover, no
@@ -40,6 +40,18 @@ type PredictorReport struct {
 	LeadMsP50            Metric                `json:"lead_ms_p50"`
 	LeadMsP90            Metric                `json:"lead_ms_p90"`
 	ByType               map[string]TypeReport `json:"by_type"`
+	// PredictedTimePct is the percentage of trace time a prediction was
+	// live: the time the controller's clamp is on.
+	PredictedTimePct Metric `json:"predicted_time_pct"`
+	// TypeAccuracy is the share of predicted handovers whose predicted
+	// type (horizontal, to mmWave, to sub-6) and target cell type were
+	// both right (the controller acts on them: the target's ŝ_max).
+	TypeAccuracy       Metric `json:"type_accuracy"`
+	KindAccuracy       Metric `json:"type_accuracy_kind"`
+	TargetTypeAccuracy Metric `json:"type_accuracy_target"`
+	// Inferred handovers (no command row, XCAL.md), in Handovers too.
+	InferredHandovers int `json:"inferred_handovers"`
+	InferredPredicted int `json:"inferred_predicted"`
 }
 
 // TypeReport is a predictor's figures for one handover type.
@@ -53,7 +65,7 @@ type TypeReport struct {
 
 // reportTypes are the handover types reported, always all of them so that
 // a table has the same columns for every file.
-var reportTypes = []m2ho.HOType{m2ho.Horizontal, m2ho.Sub6ToMmWave, m2ho.MmWaveToSub6, m2ho.HOTypeUnknown}
+var reportTypes = []signaling.HOType{signaling.HOHorizontal, signaling.HOSub6ToMmWave, signaling.HOMmWaveToSub6, signaling.HOTypeUnknown}
 
 // Report turns counts into the reported figures.
 func (c *Counts) Report(name string) PredictorReport {
@@ -72,11 +84,17 @@ func (c *Counts) Report(name string) PredictorReport {
 		LeadMsP50:            Metric(Percentile(c.Leads, 50)),
 		LeadMsP90:            Metric(Percentile(c.Leads, 90)),
 		ByType:               map[string]TypeReport{},
+		PredictedTimePct:     Metric(100 * c.PredictedTimeShare()),
+		TypeAccuracy:         Metric(c.TypeAccuracy()),
+		KindAccuracy:         Metric(ratio(c.TypeRight, c.Predicted)),
+		TargetTypeAccuracy:   Metric(ratio(c.TargetTypeRight, c.Predicted)),
+		InferredHandovers:    c.Inferred,
+		InferredPredicted:    c.InferredPredicted,
 	}
 	for _, t := range reportTypes {
 		tc := c.ByType[t]
 		if tc == nil {
-			if t == m2ho.HOTypeUnknown {
+			if t == signaling.HOTypeUnknown {
 				continue // only shown when some handover could not be typed
 			}
 			tc = &TypeCounts{}

@@ -104,14 +104,14 @@ func TestRunA3OnlyMissesVertical(t *testing.T) {
 func TestPoolingKeepsEveryLead(t *testing.T) {
 	a := Run(trace(), m2ho.Algorithm1, 0)
 	b := Run(trace(), m2ho.Algorithm1, 0)
-	pooled := &Counts{ByType: map[m2ho.HOType]*TypeCounts{}}
+	pooled := &Counts{ByType: map[signaling.HOType]*TypeCounts{}}
 	pooled.Add(a)
 	pooled.Add(b)
 	if pooled.Handovers != 8 || len(pooled.Leads) != 6 || pooled.FalseAlarms() != 6 {
 		t.Fatalf("pooled %+v", *pooled)
 	}
-	if pooled.ByType[m2ho.Horizontal].Handovers != 2 {
-		t.Errorf("pooled horizontal %d, want 2", pooled.ByType[m2ho.Horizontal].Handovers)
+	if pooled.ByType[signaling.HOHorizontal].Handovers != 2 {
+		t.Errorf("pooled horizontal %d, want 2", pooled.ByType[signaling.HOHorizontal].Handovers)
 	}
 }
 

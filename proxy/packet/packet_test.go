@@ -1,4 +1,4 @@
-package proxy
+package packet
 
 import (
 	"encoding/binary"
@@ -201,4 +201,20 @@ func FuzzParse(f *testing.F) {
 			TCPChecksumValid(b, &p)
 		}
 	})
+}
+
+func TestIPDst(t *testing.T) {
+	b4 := packettest.TCP{Src: laptop4, Dst: server4, Flags: packettest.ACK}.Build()
+	b6 := packettest.TCP{Src: laptop6, Dst: server6, Flags: packettest.ACK}.Build()
+	if d, ok := IPDst(b4); !ok || d != server4.Addr() {
+		t.Errorf("v4: %v %v", d, ok)
+	}
+	if d, ok := IPDst(b6); !ok || d != server6.Addr() {
+		t.Errorf("v6: %v %v", d, ok)
+	}
+	for _, b := range [][]byte{nil, b4[:19], b6[:39], {0x55, 0, 0, 0}} {
+		if _, ok := IPDst(b); ok {
+			t.Errorf("IPDst(% x) ok", b)
+		}
+	}
 }

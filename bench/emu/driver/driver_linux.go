@@ -1,6 +1,6 @@
 //go:build linux
 
-package emu
+package driver
 
 import (
 	"errors"
@@ -16,6 +16,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/m2ho/m2ho/tun"
+
+	"github.com/m2ho/m2ho/bench/emu"
 )
 
 // LinkConfig names the emulator namespace's interfaces.
@@ -60,7 +62,7 @@ func OpenLink(cfg LinkConfig) (l *Link, err error) {
 			if err != nil {
 				return nil, fmt.Errorf("emu: routes of %s (is it the phone-side interface of this namespace?): %w", cfg.UEIf, err)
 			}
-			l.UENets = append(l.UENets, RoutePrefixes(string(out))...)
+			l.UENets = append(l.UENets, emu.RoutePrefixes(string(out))...)
 		}
 		if len(l.UENets) == 0 {
 			return nil, fmt.Errorf("emu: no routes through %s to take the UE prefixes from; give them (--ue-net)", cfg.UEIf)

@@ -1,11 +1,11 @@
-package proxy
+package packet
 
 import (
 	"encoding/binary"
 	"net/netip"
 )
 
-// All Internet-checksum arithmetic of the packet path lives in this file.
+// All Internet-checksum arithmetic of the project lives in this file.
 
 // sum16 adds b as big-endian 16-bit words (an odd trailing byte padded with
 // zero) to the running 32-bit one's-complement accumulator s.
@@ -77,19 +77,21 @@ func TCPChecksumValid(b []byte, p *Parsed) bool {
 	return fold(sum16(pseudoSum(p.Src, p.Dst, ProtoTCP, len(seg)), seg)) == 0xffff
 }
 
-// tcpWindowOff and tcpChecksumOff are offsets within the TCP header.
+// TCPWindowOff and TCPChecksumOff are offsets within the TCP header.
 const (
-	tcpWindowOff   = 14
-	tcpChecksumOff = 16
+	TCPWindowOff   = 14
+	TCPChecksumOff = 16
 )
 
-// setTCPWindow writes the raw window field of the parsed TCP segment in b
-// and updates its checksum incrementally. The length never changes.
-func setTCPWindow(b []byte, p *Parsed, w uint16) {
+// SetTCPWindow writes the raw window field of the parsed TCP segment in b
+// and updates its checksum incrementally (RFC 1624), and p.Window with it.
+// The length never changes; the caller decides whether the new value may
+// be written (the proxy never raises a window).
+func SetTCPWindow(b []byte, p *Parsed, w uint16) {
 	t := b[p.L4Off:]
-	old := binary.BigEndian.Uint16(t[tcpWindowOff:])
-	hc := binary.BigEndian.Uint16(t[tcpChecksumOff:])
-	binary.BigEndian.PutUint16(t[tcpWindowOff:], w)
-	binary.BigEndian.PutUint16(t[tcpChecksumOff:], UpdateChecksum(hc, old, w))
+	old := binary.BigEndian.Uint16(t[TCPWindowOff:])
+	hc := binary.BigEndian.Uint16(t[TCPChecksumOff:])
+	binary.BigEndian.PutUint16(t[TCPWindowOff:], w)
+	binary.BigEndian.PutUint16(t[TCPChecksumOff:], UpdateChecksum(hc, old, w))
 	p.Window = w
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package emu
+package driver
 
 import (
 	"bufio"
@@ -23,6 +23,8 @@ import (
 	"github.com/m2ho/m2ho/bench/netns"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
+
+	"github.com/m2ho/m2ho/bench/emu"
 )
 
 // runningDriver is a driver started on the emu namespace of a chain.
@@ -140,22 +142,22 @@ func download(t *testing.T, c *netns.Chain, n int) time.Duration {
 	return el
 }
 
-func constScenario(mbps float64, rtt, dur time.Duration) *Scenario {
-	cfg := DefaultConfig()
+func constScenario(mbps float64, rtt, dur time.Duration) *emu.Scenario {
+	cfg := emu.DefaultConfig()
 	cfg.RTT = rtt
 	cfg.Duration = dur
-	cfg.Cells = []CellSpec{{ID: "c1", Type: signaling.CellSub6, Capacity: Mbps(mbps), Buffer: int64(mbps * 1e6 / 8 * 0.05)}}
-	cfg.Schedule = Schedule{Start: "c1"}
-	return &Scenario{Name: "const", Source: "test", Config: cfg}
+	cfg.Cells = []emu.CellSpec{{ID: "c1", Type: signaling.CellSub6, Capacity: emu.Mbps(mbps), Buffer: int64(mbps * 1e6 / 8 * 0.05)}}
+	cfg.Schedule = emu.Schedule{Start: "c1"}
+	return &emu.Scenario{Name: "const", Source: "test", Config: cfg}
 }
 
-func readSummary(t *testing.T, dir string) Summary {
+func readSummary(t *testing.T, dir string) emu.Summary {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, "emulator.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var s Summary
+	var s emu.Summary
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatal(err)
 	}
@@ -184,8 +186,8 @@ func TestDriverKernel(t *testing.T) {
 		if s.DeliveredPackets < n/1500 || s.Scenario != "const" || s.Handovers != 0 {
 			t.Errorf("emulator.json %+v", s)
 		}
-		if r.res.Counters.DeliveredBytes[Down] < n {
-			t.Errorf("model delivered %d downlink bytes, want >= %d", r.res.Counters.DeliveredBytes[Down], n)
+		if r.res.Counters.DeliveredBytes[emu.Down] < n {
+			t.Errorf("model delivered %d downlink bytes, want >= %d", r.res.Counters.DeliveredBytes[emu.Down], n)
 		}
 	})
 
@@ -203,9 +205,9 @@ func TestDriverKernel(t *testing.T) {
 		}
 		defer srv.Close()
 		scn := constScenario(50, 20*time.Millisecond, 3*time.Second)
-		scn.Config.Cells = append(scn.Config.Cells, CellSpec{ID: "m1", Type: signaling.CellMmWave, Capacity: Mbps(100), Buffer: 1 << 20})
-		scn.Config.Schedule.Handovers = []Handover{{At: time.Second, To: "m1"}, {At: 2 * time.Second, To: "c1"}}
-		scn.Config.Schedule.FalseAlarms = []FalseAlarm{{At: 2500 * time.Millisecond}}
+		scn.Config.Cells = append(scn.Config.Cells, emu.CellSpec{ID: "m1", Type: signaling.CellMmWave, Capacity: emu.Mbps(100), Buffer: 1 << 20})
+		scn.Config.Schedule.Handovers = []emu.Handover{{At: time.Second, To: "m1"}, {At: 2 * time.Second, To: "c1"}}
+		scn.Config.Schedule.FalseAlarms = []emu.FalseAlarm{{At: 2500 * time.Millisecond}}
 		out := t.TempDir()
 		r := startDriver(t, c, DriverConfig{Scenario: scn, OutDir: out, SignalSocket: sock})
 		download(t, c, 1<<20) // some traffic, so MAC slots appear too
@@ -315,7 +317,7 @@ func tsvRows(t *testing.T, path, header string) [][]string {
 // up with (late_pct < 1 %) under one iperf3 CUBIC download: set
 // M2HO_EMU_SWEEP to a comma-separated list of Mbps, e.g.
 //
-//	M2HO_EMU_SWEEP=200,400,600,800 go test -run TestSweepRate -v ./bench/emu
+//	M2HO_EMU_SWEEP=200,400,600,800 go test -run TestSweepRate -v ./bench/emu/driver
 //
 // M2HO_EMU_RT=<prio> runs the packet loop SCHED_FIFO (DriverConfig.RTPriority).
 func TestSweepRate(t *testing.T) {

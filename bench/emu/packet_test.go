@@ -1,21 +1,14 @@
 package emu
 
 import (
-	"bytes"
 	"encoding/binary"
-	"encoding/json"
-	"errors"
-	"io"
-	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/m2ho/m2ho/proxy/packettest"
 	"github.com/m2ho/m2ho/signaling"
-	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // ipv4 builds an IPv4 packet src → dst carrying proto and payload.
@@ -154,6 +147,34 @@ func TestDupAckCounter(t *testing.T) {
 	}
 }
 
+// TestDupAckCounterIPv6ExtHeaders: a duplicate ACK behind IPv6 extension
+// headers is still a duplicate ACK (the emulator's former own parser read
+// the first next-header as the transport and missed these).
+func TestDupAckCounterIPv6ExtHeaders(t *testing.T) {
+	for _, ext := range [][]packettest.ExtHeader{
+		{packettest.HopByHop()},
+		{packettest.HopByHop(), packettest.DstOpts()},
+	} {
+		seg := packettest.TCP{Src: netip.MustParseAddrPort("[fd77:1::2]:40000"), Dst: netip.MustParseAddrPort("[fd77:3::2]:5201"),
+			Seq: 1, Ack: 7000, Flags: packettest.ACK, Window: 900, IPv6ExtHeaders: ext}
+		var c DupAckCounter
+		if c.Observe(seg.Build()) {
+			t.Fatal("first ACK of the flow counted as a duplicate")
+		}
+		if !c.Observe(seg.Build()) || c.Dups != 1 {
+			t.Fatalf("%d extension headers: duplicate ACK not counted (Dups %d)", len(ext), c.Dups)
+		}
+		seg.Payload = []byte("data")
+		if c.Observe(seg.Build()) {
+			t.Fatalf("%d extension headers: data segment counted as a duplicate ACK", len(ext))
+		}
+		p := seg.Build()
+		if a := testing.AllocsPerRun(1000, func() { c.Observe(p) }); a != 0 {
+			t.Errorf("Observe allocates %v per packet", a)
+		}
+	}
+}
+
 func FuzzDupAckCounter(f *testing.F) {
 	f.Add(ipv4("10.0.0.1", "10.0.0.2", 6, tcpSeg(1, 2, 3, flagACK, 4, 0)))
 	f.Add(ipv6("fd00::1", "fd00::2", 6, tcpSeg(1, 2, 3, flagACK, 4, 0)))
@@ -225,160 +246,6 @@ func TestRecordsAndCapacityBins(t *testing.T) {
 	}
 }
 
-func TestWriteOutputs(t *testing.T) {
-	m := testModel(t)
-	dir := t.TempDir()
-	res := &Result{
-		Handovers:   m.HandoverRecords(3 * time.Second),
-		FalseAlarms: m.FalseAlarmRecords(3 * time.Second),
-		Capacity:    m.CapacityBins(100*time.Millisecond, 300*time.Millisecond),
-		Summary:     Summary{Scenario: "t", Scale: 0.5, Valid: true, Handovers: 2, LatePct: 0.25},
-	}
-	if err := WriteOutputs(dir, res); err != nil {
-		t.Fatal(err)
-	}
-	read := func(name string) string {
-		b, err := os.ReadFile(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(b)
-	}
-	if got, want := read("handovers.tsv"), "report_s\tcommand_s\tra_s\tfrom\tto\ttype\n"+
-		"0.900000\t1.000000\t1.060000\tc1\tm1\tsub6-to-mmwave\n1.950000\t2.000000\t2.060000\tm1\tc1\tmmwave-to-sub6\n"; got != want {
-		t.Errorf("handovers.tsv:\n%s\nwant\n%s", got, want)
-	}
-	if got, want := read("falsealarms.tsv"), "report_s\ta1_s\n2.500000\t2.620000\n"; got != want {
-		t.Errorf("falsealarms.tsv %q", got)
-	}
-	if got, want := read("capacity.tsv"), "t_s\tmbps\tcell\ttype\n0.000\t50.000\tc1\tsub6\n0.100\t50.000\tc1\tsub6\n0.200\t50.000\tc1\tsub6\n"; got != want {
-		t.Errorf("capacity.tsv %q", got)
-	}
-	var raw map[string]any
-	if err := json.Unmarshal([]byte(read("emulator.json")), &raw); err != nil {
-		t.Fatal(err)
-	}
-	keys := []string{"scenario", "scale", "start_unix_ns", "duration_s", "valid", "late_pct", "max_late_ms", "delivered_packets",
-		"overflow_drops", "reorder_flushes", "flushed_holes", "false_alarms", "handovers", "dup_acks_up", "events_published", "events_dropped"}
-	if len(raw) != len(keys) {
-		t.Errorf("emulator.json has %d keys, want %d: %v", len(raw), len(keys), raw)
-	}
-	for _, k := range keys {
-		if _, ok := raw[k]; !ok {
-			t.Errorf("emulator.json lacks %q", k)
-		}
-	}
-	if raw["scale"] != 0.5 || raw["valid"] != true || raw["handovers"] != 2.0 {
-		t.Errorf("emulator.json %v", raw)
-	}
-}
-
-// memIO is an in-memory packet device: reads pop rx, writes append to tx.
-type memIO struct {
-	rx [][]byte
-	rh int
-	tx [][]byte
-	wb [][]byte // reusable write buffers
-}
-
-func (m *memIO) wait(time.Time) error { return nil }
-
-func (m *memIO) read(b []byte) (int, error) {
-	if m.rh == len(m.rx) {
-		m.rx, m.rh = m.rx[:0], 0
-		return 0, nil
-	}
-	m.rh++
-	return copy(b, m.rx[m.rh-1]), nil
-}
-
-func (m *memIO) write(b []byte) error {
-	if len(m.wb) > 0 {
-		w := m.wb[len(m.wb)-1][:0]
-		m.wb = m.wb[:len(m.wb)-1]
-		m.tx = append(m.tx, append(w, b...))
-		return nil
-	}
-	m.tx = append(m.tx, append([]byte(nil), b...))
-	return nil
-}
-
-func TestDriverLoopInMemory(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.RTT = 10 * time.Millisecond
-	cfg.Cells = []CellSpec{{ID: "c1", Type: signaling.CellSub6, Capacity: Mbps(120), Buffer: 1 << 20}}
-	cfg.Schedule = Schedule{Start: "c1"}
-	cfg.Duration = time.Second
-	ue, _ := ParsePrefixes([]string{"10.77.1.0/24"})
-	io := &memIO{}
-	d, err := newDriver(DriverConfig{Scenario: &Scenario{Name: "mem", Config: cfg}, OutDir: t.TempDir(), UENets: ue}, io)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(cfg, t0, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.m = m
-	down := ipv4("10.77.3.2", "10.77.1.2", 6, tcpSeg(5201, 40000, 1, flagACK, 100, 1400))
-	up := ipv4("10.77.1.2", "10.77.3.2", 6, tcpSeg(40000, 5201, 1, flagACK, 100, 0))
-	mcast := ipv6("fe80::1", "ff02::16", 58, make([]byte, 8))
-	// Per ms: one 1460-byte packet down (the link carries 15000 B/ms),
-	// an ACK up (the same ACK, so all but the first are duplicates).
-	step := func(ms int) {
-		now := t0.Add(time.Duration(ms) * time.Millisecond)
-		io.rx = append(io.rx, down, up)
-		if err := d.ingest(now); err != nil {
-			t.Fatal(err)
-		}
-		m.Step(now, &d.out, &d.ev)
-		d.flush()
-	}
-	for ms := range 200 {
-		step(ms)
-	}
-	io.rx = append(io.rx, mcast)
-	step(200)
-	// Downlink: 5 ms one-way + ≤1 slot; uplink 5 ms: everything sent by
-	// 190 ms is out by 200 ms.
-	var nd, nu int
-	for _, p := range io.tx {
-		switch {
-		case bytes.Equal(p, down):
-			nd++
-		case bytes.Equal(p, up):
-			nu++
-		default:
-			t.Fatalf("wrote a packet that was never sent: % x", p[:20])
-		}
-	}
-	if nd < 190 || nu < 190 || nd > 201 || nu > 201 {
-		t.Errorf("delivered %d down, %d up of 201 each", nd, nu)
-	}
-	if d.st.DupAcks != int64(nu-1) || d.st.Ignored != 1 || d.published == 0 {
-		t.Errorf("stats %+v, published %d", d.st, d.published)
-	}
-	// Steady state: per packet in and out, nothing is allocated.
-	io.wb = make([][]byte, 0, 4096)
-	for range 4096 {
-		io.wb = append(io.wb, make([]byte, 0, 2048))
-	}
-	io.tx = make([][]byte, 0, 4096)
-	ms := 201
-	allocs := testing.AllocsPerRun(500, func() {
-		step(ms)
-		ms++
-		for _, p := range io.tx {
-			io.wb = append(io.wb, p)
-		}
-		io.tx = io.tx[:0]
-	})
-	if allocs != 0 {
-		t.Errorf("%v allocations per packet pair", allocs)
-	}
-	d.closeFiles()
-}
-
 func TestFromEventsSkipsNonHandovers(t *testing.T) {
 	d := time.Date(0, 1, 1, 10, 0, 0, 0, time.UTC)
 	evs := []signaling.Event{
@@ -395,94 +262,5 @@ func TestFromEventsSkipsNonHandovers(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "a,b,c" {
 		t.Errorf("handovers to %v, want a,b,c", got)
-	}
-}
-
-func TestMeasuredScenarioBuildsModel(t *testing.T) {
-	dir := DataDir("")
-	if _, err := os.Stat(filepath.Join(dir, "m2ho-mobicom24")); err != nil {
-		t.Skipf("shared data not found at %s (set M2HO_SHARED_DATA)", dir)
-	}
-	xcal := func(path string) ([]signaling.Event, error) {
-		evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
-		for _, err := range errs {
-			var pe *signaling.ParseError
-			if !errors.As(err, &pe) {
-				return nil, err
-			}
-		}
-		return evs, nil
-	}
-	s, err := Builtin("measured", LoadOptions{XCAL: xcal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := New(s.Config, t0, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := len(m.HandoverRecords(s.Config.Duration)); n == 0 {
-		t.Error("the measured drive has no handovers")
-	}
-}
-
-// orderIO records, at each packet write, how many events the publisher
-// had written to the signalling socket.
-type orderIO struct {
-	memIO
-	pub         *publisher
-	sentAtWrite []int64
-}
-
-func (o *orderIO) write(b []byte) error {
-	o.sentAtWrite = append(o.sentAtWrite, o.pub.sent.Load())
-	return o.memIO.write(b)
-}
-
-// TestFlushPublishesCommandBeforePackets: the packets of a step with a
-// handover command (the reordering flush) are written only once the
-// command is on the signalling socket, so the proxy can know of the
-// command before the laptop's duplicate ACKs for the flushed holes reach
-// it (as on a phone, where the UE flushes because it got the command).
-func TestFlushPublishesCommandBeforePackets(t *testing.T) {
-	sock := filepath.Join(t.TempDir(), "s.sock")
-	ln, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		c, err := ln.Accept()
-		if err == nil {
-			io.Copy(io.Discard, c)
-			c.Close()
-		}
-	}()
-	cfg := DefaultConfig()
-	cfg.Cells = []CellSpec{{ID: "c1", Type: signaling.CellSub6, Capacity: Mbps(100), Buffer: 1 << 20}}
-	cfg.Schedule = Schedule{Start: "c1"}
-	cfg.Duration = time.Second
-	dev := &orderIO{}
-	d, err := newDriver(DriverConfig{Scenario: &Scenario{Name: "order", Config: cfg}, OutDir: t.TempDir(), SignalSocket: sock}, dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.closeFiles()
-	dev.pub = d.pub
-	go d.pub.run()
-	defer d.pub.close(time.Second)
-	seg := ipv4("10.77.3.2", "10.77.1.2", 6, tcpSeg(5201, 40000, 1, flagACK, 100, 1400))
-	for i, kind := range []signaling.Kind{signaling.KindReport, signaling.KindHOCommand} {
-		id := d.pool.get()
-		d.pool.size[id] = int32(copy(d.pool.buf(id), seg))
-		d.out = append(d.out, Delivery{ID: uint64(id), Size: len(seg), Dir: Down, Due: time.Now().Add(time.Hour)})
-		d.ev = append(d.ev, signaling.Event{Kind: kind, Time: t0})
-		d.flush()
-		if kind == signaling.KindHOCommand && dev.sentAtWrite[i] != int64(i+1) {
-			t.Errorf("the flushed packet was written with %d of %d events on the socket", dev.sentAtWrite[i], i+1)
-		}
-	}
-	if len(dev.tx) != 2 || d.published != 2 {
-		t.Errorf("%d packets written, %d events published; want 2 and 2", len(dev.tx), d.published)
 	}
 }

@@ -1,10 +1,10 @@
-// Package proxy is the packet path: it reads every packet of the tethered
-// laptop from a TUN device, keeps a table of TCP flows, asks the M2HO
-// controller for a verdict on each segment of an m2ho-mode flow, applies
-// the verdict (window rewrite with an RFC 1624 checksum update, or drop of a
-// pure ACK) and writes the packet back. It fails open: whatever it cannot
-// parse or does not know passes unchanged.
-package proxy
+// Package packet holds the allocation-free views of IP/TCP packets shared
+// by the proxy, the emulator and the tests: Parsed (offsets and decoded
+// header fields over the caller's bytes), the Internet checksum (RFC 1624
+// incremental update and full recomputation), the in-place window rewrite
+// and wrap-safe sequence-number comparison. It is a leaf: it imports only
+// the standard library, and nothing that does I/O.
+package packet
 
 import (
 	"encoding/binary"
@@ -26,8 +26,8 @@ const (
 	ProtoDstOpts  = 60
 )
 
-// ParseError says why a packet could not be parsed; the engine counts it
-// and passes the packet unchanged.
+// ParseError says why a packet could not be parsed; the proxy's engine
+// counts it and passes the packet unchanged.
 type ParseError uint8
 
 const (
@@ -40,7 +40,10 @@ const (
 	ErrTCPHeaderLen            // TCP data offset < 5 or beyond the segment
 	ErrTCPOption               // TCP option with a bad length
 	ErrUDPHeader               // UDP header truncated
-	numParseErrors
+
+	// NumParseErrors is the number of ParseError values, for counter
+	// arrays indexed by ParseError.
+	NumParseErrors
 )
 
 var parseErrorNames = [...]string{"ok", "short", "ip-version", "ip-header-len",
@@ -100,6 +103,20 @@ type Parsed struct {
 	SACK          [maxSACKBlocks][2]uint32
 	HasTS         bool
 	TSval, TSecr  uint32
+}
+
+// IPDst returns the destination address from the IP header of b alone
+// (nothing past it is looked at), so that a packet can be classified
+// without being parsed; ok is false when b is not IPv4/IPv6 or shorter than
+// its fixed IP header. It never allocates.
+func IPDst(b []byte) (dst netip.Addr, ok bool) {
+	switch {
+	case len(b) >= 20 && b[0]>>4 == 4:
+		return netip.AddrFrom4([4]byte(b[16:20])), true
+	case len(b) >= 40 && b[0]>>4 == 6:
+		return netip.AddrFrom16([16]byte(b[24:40])), true
+	}
+	return netip.Addr{}, false
 }
 
 // Decode parses b as an IPv4 or IPv6 packet. It never panics on any input

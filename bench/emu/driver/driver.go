@@ -1,4 +1,9 @@
-package emu
+// Package driver runs the emulator's pure link model (bench/emu) in real
+// time: it reads every packet crossing the emulated link from one TUN
+// device, steps the model on the wall clock, writes the deliveries back,
+// publishes the signalling events to the proxy's socket and writes the
+// output files. It also loads scenarios and traces from the file system.
+package driver
 
 import (
 	"bufio"
@@ -14,6 +19,8 @@ import (
 
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
+
+	"github.com/m2ho/m2ho/bench/emu"
 )
 
 // packetIO is what the driver needs from its packet device: one TUN that
@@ -31,8 +38,8 @@ type packetIO interface {
 
 // DriverConfig says what to run and where the results go.
 type DriverConfig struct {
-	Scenario *Scenario // resolved, already Scaled
-	Seed     uint64    // 0 = the scenario's
+	Scenario *emu.Scenario // resolved, already Scaled
+	Seed     uint64        // 0 = the scenario's
 	Duration time.Duration
 	// UENets are the UE-side prefixes (packets to them are downlink).
 	UENets []netip.Prefix
@@ -68,11 +75,11 @@ type Progress struct {
 
 // Result is a finished run.
 type Result struct {
-	Summary     Summary
-	Counters    Counters
-	Handovers   []HandoverRecord
-	FalseAlarms []FalseAlarmRecord
-	Capacity    []CapacityBin
+	Summary     emu.Summary
+	Counters    emu.Counters
+	Handovers   []emu.HandoverRecord
+	FalseAlarms []emu.FalseAlarmRecord
+	Capacity    []emu.CapacityBin
 	Ignored     int64 // packets the link does not carry (multicast, link-local, non-IP)
 	TooBig      int64 // packets larger than a buffer
 	WriteErrors int64
@@ -90,20 +97,20 @@ type DriverStats struct {
 type Driver struct {
 	cfg  DriverConfig
 	io   packetIO
-	m    *Model
-	cls  Classifier
-	dup  DupAckCounter
+	m    *emu.Model
+	cls  emu.Classifier
+	dup  emu.DupAckCounter
 	pool pool
 	pub  *publisher
 
-	out []Delivery
+	out []emu.Delivery
 	ev  []signaling.Event
 
 	events    *os.File
 	eventsBuf *bufio.Writer
 	evw       *signaling.Writer
 	logFiles  [2]*os.File
-	logs      [2]*MMLog
+	logs      [2]*emu.MMLog
 	published int64
 
 	st DriverStats
@@ -140,8 +147,8 @@ func newDriver(cfg DriverConfig, dev packetIO) (*Driver, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, err
 	}
-	d := &Driver{cfg: cfg, io: dev, cls: Classifier{UE: cfg.UENets},
-		out: make([]Delivery, 0, 1024), ev: make([]signaling.Event, 0, 256)}
+	d := &Driver{cfg: cfg, io: dev, cls: emu.Classifier{UE: cfg.UENets},
+		out: make([]emu.Delivery, 0, 1024), ev: make([]signaling.Event, 0, 256)}
 	d.pool.init(4096)
 	var err error
 	if d.events, err = os.Create(filepath.Join(cfg.OutDir, "events.jsonl")); err != nil {
@@ -196,17 +203,17 @@ const maxWait = 5 * time.Millisecond
 // run on one goroutine; it locks it to its OS thread.
 func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	start := time.Now()
-	m, err := New(d.cfg.Scenario.Config, start, d.cfg.Seed)
+	m, err := emu.New(d.cfg.Scenario.Config, start, d.cfg.Seed)
 	if err != nil {
 		d.closeFiles()
 		return res, err
 	}
 	d.m = m
 	src := d.cfg.Scenario.Source
-	d.logs[Down] = NewMMLog(d.logFiles[Down], "downlink", src)
-	d.logs[Up] = NewMMLog(d.logFiles[Up], "uplink", src)
-	m.SetLog(Down, d.logs[Down])
-	m.SetLog(Up, d.logs[Up])
+	d.logs[emu.Down] = emu.NewMMLog(d.logFiles[emu.Down], "downlink", src)
+	d.logs[emu.Up] = emu.NewMMLog(d.logFiles[emu.Up], "uplink", src)
+	m.SetLog(emu.Down, d.logs[emu.Down])
+	m.SetLog(emu.Up, d.logs[emu.Up])
 	if d.pub != nil {
 		go d.pub.run()
 	}
@@ -248,7 +255,7 @@ func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 		d.flush()
 		if d.cfg.Progress != nil && !now.Before(nextProgress) {
 			c := m.Counters()
-			b := c.DeliveredBytes[Down]
+			b := c.DeliveredBytes[emu.Down]
 			d.cfg.Progress(Progress{Elapsed: now.Sub(start), Duration: d.cfg.Duration, Serving: m.Serving(),
 				Handovers: totalHO(&c), DownMbps: float64(b-lastBytes) * 8 / now.Sub(lastProgress).Seconds() / 1e6,
 				LatePct: d.latePct()})
@@ -273,7 +280,7 @@ func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	return d.finish(start, elapsed, loopErr)
 }
 
-func totalHO(c *Counters) int64 {
+func totalHO(c *emu.Counters) int64 {
 	return c.Handovers[0][0] + c.Handovers[0][1] + c.Handovers[1][0] + c.Handovers[1][1]
 }
 
@@ -349,7 +356,7 @@ func (d *Driver) flush() {
 				p := d.pool.buf(id)[:d.pool.size[id]]
 				if err := d.io.write(p); err != nil {
 					d.st.WriteErrors++
-				} else if dl.Dir == Up && d.dup.Observe(p) {
+				} else if dl.Dir == emu.Up && d.dup.Observe(p) {
 					d.st.DupAcks++
 				}
 			}
@@ -400,7 +407,7 @@ func (d *Driver) finish(start time.Time, elapsed time.Duration, loopErr error) (
 		scale = 1
 	}
 	lp := d.latePct()
-	res.Summary = Summary{
+	res.Summary = emu.Summary{
 		Scenario: d.cfg.Scenario.Name, Scale: scale, StartUnixNS: start.UnixNano(), DurationS: elapsed.Seconds(),
 		Valid: loopErr == nil && lp <= d.cfg.InvalidLatePct, LatePct: lp,
 		MaxLateMs:        float64(d.st.MaxLate) / float64(time.Millisecond),
@@ -427,10 +434,10 @@ func WriteOutputs(dir string, r *Result) error {
 		return fh.Close()
 	}
 	return errors.Join(
-		write("capacity.tsv", func(f *os.File) error { return WriteCapacityTSV(f, r.Capacity) }),
-		write("handovers.tsv", func(f *os.File) error { return WriteHandoversTSV(f, r.Handovers) }),
-		write("falsealarms.tsv", func(f *os.File) error { return WriteFalseAlarmsTSV(f, r.FalseAlarms) }),
-		write("emulator.json", func(f *os.File) error { return WriteSummary(f, r.Summary) }),
+		write("capacity.tsv", func(f *os.File) error { return emu.WriteCapacityTSV(f, r.Capacity) }),
+		write("handovers.tsv", func(f *os.File) error { return emu.WriteHandoversTSV(f, r.Handovers) }),
+		write("falsealarms.tsv", func(f *os.File) error { return emu.WriteFalseAlarmsTSV(f, r.FalseAlarms) }),
+		write("emulator.json", func(f *os.File) error { return emu.WriteSummary(f, r.Summary) }),
 	)
 }
 

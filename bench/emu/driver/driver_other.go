@@ -1,6 +1,6 @@
 //go:build !linux
 
-package emu
+package driver
 
 import (
 	"errors"

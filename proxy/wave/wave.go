@@ -1,0 +1,962 @@
+// Package wave is the Wave burst pacer of the m2ho QUIC tunnel (QUIC Wave,
+// Computer Networks; TCP Wave before it): the sender sends bursts of a fixed
+// number of packets, one burst every TxTime, and sets TxTime from the
+// dispersion of each burst's ACK train instead of from a congestion window.
+//
+// The Pacer is a pure core on virtual time: every input carries `now`, it
+// owns no goroutine, timer or socket, and it knows nothing of QUIC. Inputs
+// are the pacer's own releases (OnRelease), the QUIC packets that carried
+// them (OnSent, with their packet numbers), the ACK frames that came back
+// (OnAck, the frame's ranges) and the losses the transport declared (OnLost),
+// plus the handover hints of the M2HO controller. Outputs are Budget/Next
+// (when the next burst may go and how big) and State (everything a log line
+// or a metric needs).
+//
+// Wave's rules, as implemented in ngtcp2's QUIC Wave (PR #1680) and the TCP
+// Wave kernel module, with the constants' sources:
+//
+//   - bursts of BurstPackets = 10 packets (both implementations);
+//   - TxTime starts at 200 ms (both), never below 1 ms (ngtcp2);
+//   - per burst acknowledged completely by at least 3 ACK frames (ngtcp2:
+//     "works well with at least 3 acks per burst"):
+//     ATD = (t_last − t_first)·n/(n−1) with n the number of ACK frames;
+//     α = (pilot_rtt − min_rtt)/pilot_rtt,
+//     avg_rtt ← α·avg_rtt + (1−α)·pilot_rtt, ΔRTT = avg_rtt − min_rtt;
+//     tracking: TxTime = ATD + ΔRTT/2;
+//   - adjustment when ΔRTT > β = 150 ms (both): TxTime back to 200 ms,
+//     min_rtt forgotten, avg_rtt = smoothed RTT, burst records dropped;
+//   - recovery mode (QUIC Wave's addition, because a QUIC receiver may put
+//     the ACKs of a whole burst in one frame): TxTime = 0.4·TxTime +
+//     0.2·(rtt − min_rtt);
+//   - RTT samples above 10·min_rtt are ignored (ngtcp2).
+//
+// What the paper and the implementations leave open, and what this package
+// chose:
+//
+//   - pilot_rtt is the RTT measured by the first ACK frame that acknowledges
+//     a packet of the burst: now − send time of the largest packet of the
+//     burst that frame newly acknowledges (ngtcp2 takes the RTT of the
+//     packet whose ACK arrived first).
+//
+//   - "ACKs" in "≥ 3 ACKs" and n in the ATD formula count distinct ACK
+//     frames that newly acknowledge part of the burst, not packets (ngtcp2
+//     counts distinct ACK arrival times). With quic-go's receiver acking
+//     every second ack-eliciting packet a 10-packet burst gives ~5 frames.
+//
+//   - A burst is settled when every datagram released in it has been seen
+//     in a sent packet and every such packet is acknowledged or declared
+//     lost. ngtcp2 waits for acked bytes == sent bytes, so a burst with a
+//     loss is never measured and its record is never freed; here a burst
+//     with a loss is settled (record freed, counted in BurstsLossy) but
+//     gives no ATD: the survivors' dispersion is not the dispersion of the
+//     burst that was sent.
+//
+//   - Only full bursts are measured: a burst that released fewer than
+//     BurstPackets datagrams (application-limited) or whose datagrams were
+//     released at more than one instant (the pacer filled up a burst window
+//     as data trickled in) gives RTT samples but no ATD or recovery update
+//     (BurstsAppLimited): its dispersion is the application's, not the
+//     path's.
+//
+//   - Recovery is applied when one ACK frame settles a full burst on its own
+//     (n = 1), at most once per ACK frame, with rtt = that frame's RTT
+//     sample. ngtcp2 triggers on "bytes delivered by one ACK ≥ one burst",
+//     which is the same situation seen from the bytes. A full burst settled
+//     by exactly 2 frames has neither a usable train nor the recovery
+//     situation: it gives no update (BurstsShortTrain).
+//
+//   - The adjustment test runs after each ΔRTT update, in tracking and in
+//     recovery (as ngtcp2 does); burst records are dropped in both cases
+//     (ngtcp2 drops them only in tracking). Packets already in flight keep
+//     their records for bytes-in-flight accounting but belong to no burst.
+//
+//   - avg_rtt has no value before the first burst (0): the first update
+//     sets it to the pilot (α would weight a meaningless 0 otherwise).
+//
+//   - The smoothed RTT used on adjustment is this package's own RFC 9002
+//     EWMA (7/8) over the ACK frames' RTT samples, ack delay not subtracted
+//     (Wave measures dispersion at the sender; the peer's ack delay does
+//     not enter any rule).
+//
+//   - ngtcp2 floors TxTime to whole milliseconds (a detail of its pacing
+//     interval); here TxTime keeps nanoseconds.
+//
+//   - Bounded memory: at most MaxBursts burst records and
+//     MaxBursts·BurstPackets packet records, in preallocated rings (ngtcp2
+//     mallocs one node per burst and never frees a lossy one). When a ring
+//     is full the oldest record is evicted: an evicted packet counts as
+//     lost (PacketsEvicted), an evicted burst gives no sample
+//     (BurstsEvicted). The default 1024 bursts covers an RTT of 1 s at
+//     TxTime 1 ms.
+//
+//   - A burst window: once a burst starts at t0, up to BurstPackets
+//     datagrams may be released until t0 + TxTime, and the next burst may
+//     start at t0 + TxTime (computed with the current TxTime, so a new
+//     estimate applies to the window already open). A datagram arriving at
+//     an empty queue therefore goes at once when the window allows.
+//
+//   - Handover hints (no published Wave has them): a predicted handover caps
+//     bytes in flight (sent and not acked or lost, plus released and not
+//     yet sent) at ŝ_max, cwnd-like (a release may start below the cap and
+//     overshoot by less than a packet; never a stall with nothing in
+//     flight), and leaves TxTime alone; an executed handover restarts the
+//     estimate (OnHandoverExecuted); a withdrawal lifts the cap.
+//
+// Underneath, quic-go keeps its own NewReno and pacer (it has no pluggable
+// congestion control): Wave only decides what is handed to SendDatagram
+// and when. On loopback, quic-go's receiver reads a batch of packets before
+// its ACK goes out, so ACK frames cover ~6 packets and the pacer runs
+// mostly in recovery mode, as QUIC Wave reports with GSO.
+//
+// Memory per Pacer with the defaults: ~1024 burst records and 10240 packet
+// records (~0.5 MB), preallocated.
+//
+// Rate limits of the constants: with 10-packet bursts and TxTime ≥ 1 ms the
+// pacer cannot exceed 10 packets per millisecond (~108 Mbit/s at 1350-byte
+// packets); mmWave rates need a larger BurstPackets or a smaller MinTxTime
+// (both configurable).
+//
+// The Pacer is not safe for concurrent use; the Pump serialises it.
+package wave
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// Mode is the state of Wave's state machine (QUIC Wave: initial, tracking,
+// recovery, adjustment), plus Hinted: the estimate restarted from a
+// handover hint's c_est and not yet replaced by a measurement.
+type Mode uint8
+
+const (
+	ModeInitial    Mode = iota // TxTime = InitialTxTime, no measurement yet
+	ModeTracking               // last TxTime from an ACK train: ATD + ΔRTT/2
+	ModeRecovery               // last TxTime from QUIC Wave's recovery rule
+	ModeAdjustment             // ΔRTT > β: state reset, back to InitialTxTime
+	ModeHinted                 // restarted from a handover hint's c_est
+)
+
+func (m Mode) String() string {
+	switch m {
+	case ModeInitial:
+		return "initial"
+	case ModeTracking:
+		return "tracking"
+	case ModeRecovery:
+		return "recovery"
+	case ModeAdjustment:
+		return "adjustment"
+	case ModeHinted:
+		return "hinted"
+	}
+	return fmt.Sprintf("mode(%d)", uint8(m))
+}
+
+// Constants of Wave (see the package comment for their sources).
+const (
+	DefaultBurstPackets  = 10
+	DefaultInitialTxTime = 200 * time.Millisecond
+	DefaultBeta          = 150 * time.Millisecond
+	DefaultMinTxTime     = time.Millisecond
+	DefaultMinAcks       = 3
+	DefaultRTTFilter     = 10
+	DefaultMaxBursts     = 1024
+	// DefaultNominalPacketBytes is the size of a full tunnel packet on the
+	// wire: a ~1280-byte inner IP packet plus QUIC short header, DATAGRAM
+	// frame header and AEAD tag. It converts a hinted rate (bytes/s) into a
+	// TxTime for a burst of BurstPackets packets.
+	DefaultNominalPacketBytes = 1350
+
+	recoveryKeep = 0.4 // QUIC Wave recovery: TxTime ← 0.4·TxTime + 0.2·d_rtt
+	recoveryGain = 0.2
+)
+
+// Config parameterises a Pacer. The zero value of a field means its default.
+type Config struct {
+	BurstPackets       int           // packets per burst (10)
+	InitialTxTime      time.Duration // TxTime at start and after adjustment (200 ms)
+	Beta               time.Duration // adjustment threshold on ΔRTT (150 ms)
+	MinTxTime          time.Duration // floor of TxTime (1 ms)
+	MinAcks            int           // ACK frames a burst needs for an ATD (3)
+	RTTFilter          int           // samples above RTTFilter·min_rtt are ignored (10)
+	MaxBursts          int           // burst records kept (1024)
+	NominalPacketBytes int           // bytes of a full packet, for hinted rates (1350)
+}
+
+// DefaultConfig returns Wave's published constants.
+func DefaultConfig() Config {
+	return Config{
+		BurstPackets:       DefaultBurstPackets,
+		InitialTxTime:      DefaultInitialTxTime,
+		Beta:               DefaultBeta,
+		MinTxTime:          DefaultMinTxTime,
+		MinAcks:            DefaultMinAcks,
+		RTTFilter:          DefaultRTTFilter,
+		MaxBursts:          DefaultMaxBursts,
+		NominalPacketBytes: DefaultNominalPacketBytes,
+	}
+}
+
+func (c Config) withDefaults() (Config, error) {
+	d := DefaultConfig()
+	if c.BurstPackets == 0 {
+		c.BurstPackets = d.BurstPackets
+	}
+	if c.InitialTxTime == 0 {
+		c.InitialTxTime = d.InitialTxTime
+	}
+	if c.Beta == 0 {
+		c.Beta = d.Beta
+	}
+	if c.MinTxTime == 0 {
+		c.MinTxTime = d.MinTxTime
+	}
+	if c.MinAcks == 0 {
+		c.MinAcks = d.MinAcks
+	}
+	if c.RTTFilter == 0 {
+		c.RTTFilter = d.RTTFilter
+	}
+	if c.MaxBursts == 0 {
+		c.MaxBursts = d.MaxBursts
+	}
+	if c.NominalPacketBytes == 0 {
+		c.NominalPacketBytes = d.NominalPacketBytes
+	}
+	switch {
+	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
+		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
+	case c.InitialTxTime < 0:
+		return c, fmt.Errorf("wave: Config.InitialTxTime = %v, want > 0", c.InitialTxTime)
+	case c.Beta < 0:
+		return c, fmt.Errorf("wave: Config.Beta = %v, want > 0", c.Beta)
+	case c.MinTxTime < 0 || c.MinTxTime > c.InitialTxTime:
+		return c, fmt.Errorf("wave: Config.MinTxTime = %v, want 0 < MinTxTime <= InitialTxTime (%v)", c.MinTxTime, c.InitialTxTime)
+	case c.MinAcks < 2:
+		return c, fmt.Errorf("wave: Config.MinAcks = %d, want >= 2 (the ATD formula divides by n-1)", c.MinAcks)
+	case c.RTTFilter < 1:
+		return c, fmt.Errorf("wave: Config.RTTFilter = %d, want >= 1", c.RTTFilter)
+	case c.MaxBursts < 1 || c.MaxBursts > 1<<20:
+		return c, fmt.Errorf("wave: Config.MaxBursts = %d, want 1..1048576", c.MaxBursts)
+	case c.NominalPacketBytes < 1:
+		return c, fmt.Errorf("wave: Config.NominalPacketBytes = %d, want > 0", c.NominalPacketBytes)
+	}
+	return c, nil
+}
+
+// AckRange is one range of an ACK frame: packets Smallest..Largest
+// (inclusive) are acknowledged. Same meaning as a QUIC ACK range (RFC 9000
+// §19.3); the order of ranges in a frame does not matter here.
+type AckRange struct {
+	Smallest, Largest int64
+}
+
+// Counters count what the Pacer did and what it refused; all monotonic.
+type Counters struct {
+	Bursts           uint64 // burst windows opened
+	BurstsMeasured   uint64 // bursts that gave an ATD (tracking updates)
+	RecoveryUpdates  uint64 // recovery-mode TxTime updates
+	Adjustments      uint64 // ΔRTT > β resets
+	BurstsLossy      uint64 // settled with a loss: no sample
+	BurstsAppLimited uint64 // not full or spread over time: no sample
+	BurstsShortTrain uint64 // full, settled by 2..MinAcks-1 frames: no sample
+	BurstsEvicted    uint64 // dropped from the full burst ring
+	BurstsDropped    uint64 // dropped by an adjustment or a handover restart
+	PacketsSent      uint64 // packets attributed to a burst
+	PacketsUnpaced   uint64 // sent packets with no released datagram to match
+	PacketsAcked     uint64
+	PacketsLost      uint64 // declared lost by the transport
+	PacketsEvicted   uint64 // dropped from the full packet ring (counted lost)
+	PacketNumberBad  uint64 // OnSent with a packet number not above the last
+	AckFrames        uint64
+	AckRangesBad     uint64 // ranges with Smallest > Largest
+	SamplesFiltered  uint64 // RTT samples above RTTFilter·min_rtt
+	ReleaseOverrun   uint64 // OnRelease with more than the budget allowed
+	CapBlocked       uint64 // Budget calls refused by the ŝ_max cap
+	SettleOverflow   uint64 // bursts settled beyond 64 in one ACK frame: no sample
+	HintsPredicted   uint64
+	HintsExecuted    uint64
+	HintsWithdrawn   uint64
+	HintsInvalid     uint64 // hints with ŝ_max <= 0 or c_est <= 0 / NaN
+}
+
+// State is the Pacer's state for logs and metrics.
+type State struct {
+	Mode        Mode
+	TxTime      time.Duration
+	ATD         time.Duration // last ackTrainDispersion
+	MinRTT      time.Duration // 0 when forgotten
+	AvgRTT      time.Duration
+	DeltaRTT    time.Duration // avg_rtt − min_rtt
+	Alpha       float64
+	PilotRTT    time.Duration // last burst's pilot
+	LatestRTT   time.Duration // last accepted ACK-frame sample
+	SmoothedRTT time.Duration
+	NextBurst   time.Time // earliest start of the next burst window
+
+	BytesInFlight int // sent, not yet acked or lost, plus released not yet sent
+	Predicted     bool
+	CapBytes      int     // ŝ_max cap while a handover is predicted, else 0
+	CellType      string  // from the last executed handover
+	HintRate      float64 // c_est (bytes/s) of the last executed handover
+	LiveBursts    int
+
+	Counters
+}
+
+type pktState uint8
+
+const (
+	pktInFlight pktState = iota
+	pktAcked
+	pktLost
+)
+
+type pkt struct {
+	pn    int64
+	sent  time.Time
+	burst uint64 // burst id, noBurst when detached
+	bytes int32
+	state pktState
+}
+
+const noBurst = math.MaxUint64
+
+type burst struct {
+	id           uint64
+	start        time.Time // release instant of the first datagram
+	released     int       // datagrams released
+	pendingBytes int       // released bytes not yet seen in sent packets
+	matched      int       // datagrams seen in sent packets
+	packets      int       // packets carrying them
+	acked, lost  int       // packets
+	acks         int       // distinct ACK frames acknowledging part of it
+	lastFrame    uint64    // ACK frame sequence that last touched it
+	firstAck     time.Time
+	lastAck      time.Time
+	pilot        time.Duration
+	pilotPN      int64
+	spread       bool // released at more than one instant
+	live         bool
+}
+
+func (b *burst) settled() bool {
+	return b.matched >= b.released && b.packets > 0 && b.acked+b.lost == b.packets
+}
+
+// Pacer is Wave's core. Create it with New.
+type Pacer struct {
+	cfg Config
+
+	mode                     Mode
+	txTime, atd              time.Duration
+	minRTT, avgRTT, deltaRTT time.Duration
+	alpha                    float64
+	pilot, latest, srtt      time.Duration
+
+	// current burst window
+	winOpen     bool
+	winStart    time.Time
+	winReleased int
+	winBurst    uint64
+
+	bursts []burst // ring indexed by id % len
+	bHead  uint64  // oldest id that may be live
+	bNext  uint64  // id of the next burst
+	bMatch uint64  // oldest id that may still wait for sent packets
+
+	pkts  []pkt // ring sorted by pn
+	pHead int
+	pLen  int
+	lastP int64
+	anyP  bool
+
+	inflight int // bytes of in-flight packet records
+	pending  int // released bytes not yet seen sent
+
+	ackSeq  uint64
+	settled []burst // bursts settled by the current ACK frame (preallocated)
+
+	predicted bool
+	capBytes  int
+	cellType  string
+	hintRate  float64
+
+	c Counters
+}
+
+// New returns a Pacer in ModeInitial.
+func New(cfg Config) (*Pacer, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	p := &Pacer{
+		cfg:     cfg,
+		txTime:  cfg.InitialTxTime,
+		bursts:  make([]burst, cfg.MaxBursts),
+		pkts:    make([]pkt, cfg.MaxBursts*cfg.BurstPackets),
+		settled: make([]burst, 0, 64),
+	}
+	return p, nil
+}
+
+// Config returns the effective configuration (defaults filled in).
+func (p *Pacer) Config() Config { return p.cfg }
+
+// TxTime is the current interval between burst starts.
+func (p *Pacer) TxTime() time.Duration { return p.txTime }
+
+// nextStart is the earliest start of a new burst window.
+func (p *Pacer) nextStart() time.Time {
+	if !p.winOpen {
+		return time.Time{}
+	}
+	return p.winStart.Add(p.txTime)
+}
+
+// Budget says how much may be released now: up to packets datagrams and
+// bytes (math.MaxInt without a cap): a release may go on while the bytes
+// it released are below bytes (so it may overshoot by less than one
+// packet, as a congestion window does). packets == 0 means wait (see
+// Next). While a handover is predicted the bytes budget is ŝ_max minus the
+// bytes in flight; with nothing in flight it is all of ŝ_max (> 0), so the
+// cap can slow the sender but never stall it (M2HO MobiCom'24: the clamp
+// is never 0).
+func (p *Pacer) Budget(now time.Time) (packets, bytes int) {
+	return p.budget(now, true)
+}
+
+func (p *Pacer) budget(now time.Time, count bool) (packets, bytes int) {
+	if p.winOpen && now.Before(p.nextStart()) {
+		packets = p.cfg.BurstPackets - p.winReleased
+	} else {
+		packets = p.cfg.BurstPackets
+	}
+	if packets <= 0 {
+		return 0, 0
+	}
+	if !p.predicted {
+		return packets, math.MaxInt
+	}
+	// cwnd-like: a release may start while bytes in flight are below ŝ_max
+	// and may overshoot it by less than one packet; with nothing in flight
+	// the budget is the whole cap, so the cap never stalls the sender.
+	used := p.inflight + p.pending
+	if used >= p.capBytes {
+		if count {
+			p.c.CapBlocked++
+		}
+		return 0, 0
+	}
+	return packets, p.capBytes - used
+}
+
+func (p *Pacer) capBlocked() bool {
+	return p.predicted && p.inflight+p.pending >= p.capBytes
+}
+
+// Next says when the next release may happen and how many datagrams it
+// may hold: at == now with n > 0 when something may go now; at in the
+// future (the end of the burst window) when the window is used up; the
+// zero time and n == 0 when only an ACK or a loss can open the ŝ_max cap.
+func (p *Pacer) Next(now time.Time) (at time.Time, n int) {
+	if n, _ = p.budget(now, false); n > 0 {
+		return now, n
+	}
+	if p.capBlocked() {
+		return time.Time{}, 0
+	}
+	return p.nextStart(), p.cfg.BurstPackets
+}
+
+// OnRelease records that n datagrams of total size bytes were handed to the
+// transport at now (after Budget allowed them). It opens a new burst window
+// when the previous one has ended.
+func (p *Pacer) OnRelease(now time.Time, n, bytes int) {
+	if n <= 0 {
+		return
+	}
+	if bytes < 0 {
+		bytes = 0
+	}
+	if !p.winOpen || !now.Before(p.nextStart()) {
+		p.winOpen = true
+		p.winStart = now
+		p.winReleased = 0
+		p.newBurst(now)
+	}
+	b := p.burstByID(p.winBurst)
+	if b == nil { // dropped by an adjustment within the window
+		b = p.newBurst(now)
+		b.spread = true // the window's first datagrams are not in it
+	}
+	if p.winReleased+n > p.cfg.BurstPackets {
+		p.c.ReleaseOverrun++
+	}
+	p.winReleased += n
+	p.pending += bytes
+	if b.released > 0 && !now.Equal(b.start) {
+		b.spread = true
+	}
+	b.released += n
+	b.pendingBytes += bytes
+}
+
+// newBurst starts a burst record, evicting the oldest when the ring is full.
+func (p *Pacer) newBurst(now time.Time) *burst {
+	if p.bNext-p.bHead == uint64(len(p.bursts)) {
+		old := &p.bursts[p.bHead%uint64(len(p.bursts))]
+		if old.live {
+			p.c.BurstsEvicted++
+			p.killBurst(old)
+		}
+		p.bHead++
+		p.advanceHead()
+	}
+	id := p.bNext
+	p.bNext++
+	b := &p.bursts[id%uint64(len(p.bursts))]
+	*b = burst{id: id, start: now, live: true, pilotPN: math.MinInt64}
+	p.winBurst = id
+	p.c.Bursts++
+	return b
+}
+
+func (p *Pacer) burstByID(id uint64) *burst {
+	if id == noBurst {
+		return nil
+	}
+	b := &p.bursts[id%uint64(len(p.bursts))]
+	if b.id != id || !b.live {
+		return nil
+	}
+	return b
+}
+
+// killBurst frees a record; its released-but-unsent bytes leave pending.
+func (p *Pacer) killBurst(b *burst) {
+	p.pending -= b.pendingBytes
+	if p.pending < 0 {
+		p.pending = 0
+	}
+	b.pendingBytes = 0
+	b.live = false
+}
+
+func (p *Pacer) advanceHead() {
+	for p.bHead < p.bNext && !p.bursts[p.bHead%uint64(len(p.bursts))].live {
+		p.bHead++
+	}
+	if p.bMatch < p.bHead {
+		p.bMatch = p.bHead
+	}
+}
+
+// OnSent records a QUIC packet sent at now with packet number pn, size
+// bytes on the wire, carrying datagrams of the datagrams the pacer
+// released (FIFO: the oldest released and not yet matched go first).
+// Packet numbers must increase (one packet number space, 1-RTT).
+func (p *Pacer) OnSent(now time.Time, pn int64, bytes, datagrams int) {
+	if p.anyP && pn <= p.lastP {
+		p.c.PacketNumberBad++
+		return
+	}
+	if datagrams <= 0 {
+		return
+	}
+	p.anyP, p.lastP = true, pn
+	// find the burst these datagrams were released in
+	var b *burst
+	for p.bMatch < p.bNext {
+		c := p.burstByID(p.bMatch)
+		if c != nil && c.matched < c.released {
+			b = c
+			break
+		}
+		p.bMatch++
+	}
+	if b == nil {
+		p.c.PacketsUnpaced++
+		return
+	}
+	b.matched += datagrams
+	b.packets++
+	sub := min(bytes, b.pendingBytes)
+	if b.matched >= b.released {
+		sub = b.pendingBytes
+	}
+	b.pendingBytes -= sub
+	p.pending -= sub
+	if p.pending < 0 {
+		p.pending = 0
+	}
+	if p.pLen == len(p.pkts) {
+		p.evictPacket()
+	}
+	i := (p.pHead + p.pLen) % len(p.pkts)
+	p.pkts[i] = pkt{pn: pn, sent: now, burst: b.id, bytes: int32(min(bytes, math.MaxInt32)), state: pktInFlight}
+	p.pLen++
+	p.inflight += bytes
+	p.c.PacketsSent++
+}
+
+func (p *Pacer) evictPacket() {
+	q := &p.pkts[p.pHead]
+	if q.state == pktInFlight {
+		p.c.PacketsEvicted++
+		p.settlePacket(q, pktLost)
+		if b := p.burstByID(q.burst); b != nil && b.settled() {
+			p.c.BurstsLossy++
+			p.killBurst(b)
+			p.advanceHead()
+		}
+	}
+	p.pHead = (p.pHead + 1) % len(p.pkts)
+	p.pLen--
+}
+
+func (p *Pacer) settlePacket(q *pkt, st pktState) {
+	q.state = st
+	p.inflight -= int(q.bytes)
+	if p.inflight < 0 {
+		p.inflight = 0
+	}
+	if b := p.burstByID(q.burst); b != nil {
+		if st == pktAcked {
+			b.acked++
+		} else {
+			b.lost++
+		}
+	}
+}
+
+// trim drops settled packet records from the ring's head.
+func (p *Pacer) trim() {
+	for p.pLen > 0 && p.pkts[p.pHead].state != pktInFlight {
+		p.pHead = (p.pHead + 1) % len(p.pkts)
+		p.pLen--
+	}
+}
+
+// search returns the logical index of the first packet record with
+// pn >= x (p.pLen when none).
+func (p *Pacer) search(x int64) int {
+	lo, hi := 0, p.pLen
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if p.pkts[(p.pHead+m)%len(p.pkts)].pn < x {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+// OnLost records that the transport declared packet pn lost.
+func (p *Pacer) OnLost(now time.Time, pn int64) {
+	i := p.search(pn)
+	if i == p.pLen {
+		return
+	}
+	q := &p.pkts[(p.pHead+i)%len(p.pkts)]
+	if q.pn != pn || q.state != pktInFlight {
+		return
+	}
+	p.c.PacketsLost++
+	p.settlePacket(q, pktLost)
+	if b := p.burstByID(q.burst); b != nil && b.settled() {
+		p.c.BurstsLossy++
+		p.killBurst(b)
+		p.advanceHead()
+	}
+	p.trim()
+}
+
+// OnAck processes one ACK frame received at now. Ranges may repeat packets
+// acknowledged by earlier frames (QUIC ACK frames do); only newly
+// acknowledged packets count.
+func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
+	p.c.AckFrames++
+	p.ackSeq++
+	seq := p.ackSeq
+	p.settled = p.settled[:0]
+	var largest *pkt
+	for _, r := range ranges {
+		if r.Smallest > r.Largest {
+			p.c.AckRangesBad++
+			continue
+		}
+		for i := p.search(r.Smallest); i < p.pLen; i++ {
+			q := &p.pkts[(p.pHead+i)%len(p.pkts)]
+			if q.pn > r.Largest {
+				break
+			}
+			if q.state != pktInFlight {
+				continue
+			}
+			p.c.PacketsAcked++
+			p.settlePacket(q, pktAcked)
+			if largest == nil || q.pn > largest.pn {
+				largest = q
+			}
+			b := p.burstByID(q.burst)
+			if b == nil {
+				continue
+			}
+			if b.lastFrame != seq {
+				b.lastFrame = seq
+				b.acks++
+				if b.acks == 1 {
+					b.firstAck = now
+				}
+				b.lastAck = now
+			}
+			if b.acks == 1 && q.pn > b.pilotPN {
+				// pilot: the first frame's RTT, of its largest packet of the burst
+				b.pilot = now.Sub(q.sent)
+				b.pilotPN = q.pn
+			}
+			if b.settled() {
+				if len(p.settled) < cap(p.settled) {
+					p.settled = append(p.settled, *b)
+				} else {
+					p.c.SettleOverflow++
+				}
+				p.killBurst(b)
+			}
+		}
+	}
+	p.advanceHead()
+	p.trim()
+	if largest == nil {
+		return
+	}
+	// the frame's RTT sample (RFC 9002 latest_rtt, ack delay not subtracted)
+	rtt := now.Sub(largest.sent)
+	sampleOK := rtt > 0
+	if sampleOK && p.minRTT > 0 && rtt > time.Duration(p.cfg.RTTFilter)*p.minRTT {
+		p.c.SamplesFiltered++
+		sampleOK = false
+	}
+	if sampleOK {
+		p.latest = rtt
+		if p.minRTT == 0 || rtt < p.minRTT {
+			p.minRTT = rtt
+		}
+		if p.srtt == 0 {
+			p.srtt = rtt
+		} else {
+			p.srtt = (7*p.srtt + rtt) / 8
+		}
+	}
+	recovered := false
+	for i := range p.settled {
+		b := &p.settled[i]
+		switch {
+		case b.lost > 0:
+			p.c.BurstsLossy++
+		case b.released < p.cfg.BurstPackets || b.spread:
+			p.c.BurstsAppLimited++
+		case b.acks >= p.cfg.MinAcks:
+			if p.track(b) {
+				return // adjustment: the other records are gone
+			}
+		case b.acks == 1:
+			if recovered || !sampleOK {
+				continue
+			}
+			recovered = true
+			if p.recover(rtt) {
+				return
+			}
+		default:
+			p.c.BurstsShortTrain++
+		}
+	}
+}
+
+// updateAvg applies Wave's EWMA with α = (sample − min_rtt)/sample and
+// returns ΔRTT.
+func (p *Pacer) updateAvg(sample time.Duration) time.Duration {
+	if p.minRTT == 0 || sample < p.minRTT {
+		// min_rtt was forgotten (adjustment, handover) or the sample was
+		// filtered out of min_rtt: the sample is the best minimum known.
+		p.minRTT = sample
+	}
+	a := 0.0
+	if sample > 0 {
+		a = float64(sample-p.minRTT) / float64(sample)
+	}
+	p.alpha = a
+	if p.avgRTT == 0 {
+		p.avgRTT = sample
+	} else {
+		p.avgRTT = time.Duration(a*float64(p.avgRTT) + (1-a)*float64(sample))
+	}
+	p.deltaRTT = p.avgRTT - p.minRTT
+	if p.deltaRTT < 0 {
+		p.deltaRTT = 0
+	}
+	return p.deltaRTT
+}
+
+// track is the tracking rule on one settled burst; it reports an adjustment.
+func (p *Pacer) track(b *burst) bool {
+	n := b.acks
+	p.atd = time.Duration(float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1))
+	p.pilot = b.pilot
+	d := p.updateAvg(b.pilot)
+	p.c.BurstsMeasured++
+	if d > p.cfg.Beta {
+		p.adjust()
+		return true
+	}
+	p.setTxTime(p.atd + d/2)
+	p.mode = ModeTracking
+	return false
+}
+
+// recover is QUIC Wave's recovery rule; it reports an adjustment.
+func (p *Pacer) recover(rtt time.Duration) bool {
+	d := p.updateAvg(rtt)
+	p.c.RecoveryUpdates++
+	if d > p.cfg.Beta {
+		p.adjust()
+		return true
+	}
+	dRTT := rtt - p.minRTT
+	p.setTxTime(time.Duration(recoveryKeep*float64(p.txTime) + recoveryGain*float64(dRTT)))
+	p.mode = ModeRecovery
+	return false
+}
+
+func (p *Pacer) setTxTime(t time.Duration) {
+	if t < p.cfg.MinTxTime {
+		t = p.cfg.MinTxTime
+	}
+	p.txTime = t
+}
+
+// adjust is Wave's adjustment: TxTime back to its initial value, min_rtt
+// forgotten, avg_rtt = smoothed RTT, burst records dropped.
+func (p *Pacer) adjust() {
+	p.c.Adjustments++
+	p.txTime = p.cfg.InitialTxTime
+	p.minRTT = 0
+	p.avgRTT = p.srtt
+	p.deltaRTT = 0
+	p.alpha = 0
+	p.dropBursts()
+	p.mode = ModeAdjustment
+}
+
+// dropBursts frees every burst record; packets in flight stay recorded
+// (bytes in flight) but belong to no burst, so their ACKs give no sample.
+func (p *Pacer) dropBursts() {
+	for id := p.bHead; id < p.bNext; id++ {
+		if b := p.burstByID(id); b != nil {
+			p.c.BurstsDropped++
+			p.killBurst(b)
+		}
+	}
+	for i := 0; i < p.pLen; i++ {
+		p.pkts[(p.pHead+i)%len(p.pkts)].burst = noBurst
+	}
+	p.bHead, p.bMatch = p.bNext, p.bNext
+	p.pending = 0
+}
+
+// ErrHint is wrapped by the errors of invalid hints.
+var ErrHint = errors.New("wave: invalid handover hint")
+
+// OnHandoverPredicted caps bytes in flight at sMaxBytes (the target cell's
+// estimated buffer ŝ_max, M2HO MobiCom'24 Preparation) until the handover
+// is executed or the prediction withdrawn. A repeated prediction replaces
+// the cap.
+func (p *Pacer) OnHandoverPredicted(now time.Time, sMaxBytes int) error {
+	if sMaxBytes <= 0 {
+		p.c.HintsInvalid++
+		return fmt.Errorf("%w: predicted ŝ_max = %d bytes, want > 0", ErrHint, sMaxBytes)
+	}
+	p.c.HintsPredicted++
+	p.predicted = true
+	p.capBytes = sMaxBytes
+	return nil
+}
+
+// OnPredictionWithdrawn undoes the ŝ_max cap.
+func (p *Pacer) OnPredictionWithdrawn(now time.Time) {
+	p.c.HintsWithdrawn++
+	p.predicted = false
+	p.capBytes = 0
+}
+
+// OnHandoverExecuted restarts the estimate at once for the new cell: the
+// cap is lifted, the burst records and min_rtt (the old path's) are
+// dropped, and TxTime is set from the hinted capacity cEst (bytes/s) as
+// the time a full burst takes at that rate, BurstPackets·NominalPacketBytes
+// / cEst, clamped to [MinTxTime, InitialTxTime]: Wave's TxTime is one
+// burst's share of the bottleneck, so at rate c_est a burst of B bytes
+// needs B/c_est; never slower than Wave's own cold start. A new burst may
+// start at once instead of waiting for the old window or the first ACK
+// train on the new cell. cEst <= 0 (unknown) restarts from InitialTxTime.
+func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerSec float64) error {
+	p.predicted = false
+	p.capBytes = 0
+	p.cellType = cellType
+	p.dropBursts()
+	p.minRTT = 0
+	p.avgRTT = 0
+	p.deltaRTT = 0
+	p.alpha = 0
+	p.winOpen = false // the next burst may go now
+	if !(cEstBytesPerSec > 0) || math.IsInf(cEstBytesPerSec, 0) {
+		p.c.HintsInvalid++
+		p.hintRate = 0
+		p.txTime = p.cfg.InitialTxTime
+		p.mode = ModeInitial
+		return fmt.Errorf("%w: executed c_est = %v bytes/s, want > 0 and finite", ErrHint, cEstBytesPerSec)
+	}
+	p.c.HintsExecuted++
+	p.hintRate = cEstBytesPerSec
+	burstBytes := float64(p.cfg.BurstPackets * p.cfg.NominalPacketBytes)
+	t := time.Duration(burstBytes / cEstBytesPerSec * float64(time.Second))
+	p.setTxTime(min(t, p.cfg.InitialTxTime))
+	p.mode = ModeHinted
+	return nil
+}
+
+// State returns the state for logs and metrics (no allocation).
+func (p *Pacer) State() State {
+	live := 0
+	for id := p.bHead; id < p.bNext; id++ {
+		if p.burstByID(id) != nil {
+			live++
+		}
+	}
+	return State{
+		Mode:          p.mode,
+		TxTime:        p.txTime,
+		ATD:           p.atd,
+		MinRTT:        p.minRTT,
+		AvgRTT:        p.avgRTT,
+		DeltaRTT:      p.deltaRTT,
+		Alpha:         p.alpha,
+		PilotRTT:      p.pilot,
+		LatestRTT:     p.latest,
+		SmoothedRTT:   p.srtt,
+		NextBurst:     p.nextStart(),
+		BytesInFlight: p.inflight + p.pending,
+		Predicted:     p.predicted,
+		CapBytes:      p.capBytes,
+		CellType:      p.cellType,
+		HintRate:      p.hintRate,
+		LiveBursts:    live,
+		Counters:      p.c,
+	}
+}
