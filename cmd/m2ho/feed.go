@@ -130,6 +130,7 @@ type feedOptions struct {
 
 // runFeed opens the trace and the socket and feeds one into the other.
 func runFeed(errw io.Writer, path, socket string, format signaling.Format, o feedOptions) error {
+	errw = &lockedWriter{w: errw} // the reply reader writes too
 	file, err := os.Open(path)
 	if err != nil {
 		return err // "open PATH: ..." names the file
@@ -177,6 +178,17 @@ func runFeed(errw io.Writer, path, socket string, format signaling.Format, o fee
 		return exitError{code: 1}
 	}
 	return nil
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 type countingReader struct {
