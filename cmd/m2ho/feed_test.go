@@ -295,3 +295,25 @@ func TestFeedXCAL(t *testing.T) {
 		}
 	}
 }
+
+// The proxy's answers: a refusal and a rejected line are told apart.
+func TestFeedReadReplies(t *testing.T) {
+	var errw bytes.Buffer
+	f := &traceFeeder{name: "x.jsonl", errw: &errw, replies: make(chan struct{})}
+	f.readReplies(strings.NewReader("error: 3: t: missing\n\nerror: busy\n"))
+	if f.rejected() != 1 || f.refusedBy() == nil || !strings.Contains(f.refusedBy().Error(), "busy") {
+		t.Errorf("rejected %d, refused %v", f.rejected(), f.refusedBy())
+	}
+	if !strings.Contains(errw.String(), `x.jsonl: the proxy answered "error: 3: t: missing"`) {
+		t.Errorf("stderr %q", errw.String())
+	}
+	select {
+	case <-f.replies:
+	default:
+		t.Error("replies not closed at the end of the answers")
+	}
+	// A write after the refusal reports the refusal.
+	if err := f.send(&signaling.Event{Time: feedT0, Kind: signaling.KindRandomAccess}); err == nil || !strings.Contains(err.Error(), "busy") {
+		t.Errorf("send after refusal: %v", err)
+	}
+}
