@@ -70,21 +70,21 @@ type ServerConfig struct {
 
 // ServerStats are the server's counters (Prometheus exports them).
 type ServerStats struct {
-	ConnsAccepted, ConnsRefused   uint64 // refused: over MaxConnsPerClient
-	SessionsOpened, SessionsOpen  uint64
-	SessionsRefused               uint64 // pool spent, MaxSessions, or a second session on one connection
-	PacketsUp, BytesUp            uint64 // client -> TUN
-	PacketsDown, BytesDown        uint64 // TUN -> client
-	DropSpoofedSource             uint64 // inner source not the client's (connect-ip-go's check)
-	DropOutsideRoutes             uint64 // destination (or protocol) outside the advertised routes
-	DropInvalid                   uint64 // malformed inner packet or TTL expired
-	DropQueueFull                 uint64 // downlink queue bound
-	DropNoSession                 uint64 // from the TUN to an address no session holds
-	DropSendError                 uint64
-	PTBSent                       uint64 // Packet Too Big for an oversize downlink packet
-	MSSClamped                    uint64
-	Hints                         [4]uint64 // by HintKind
-	HintsRejected                 uint64
+	ConnsAccepted, ConnsRefused  uint64 // refused: over MaxConnsPerClient
+	SessionsOpened, SessionsOpen uint64
+	SessionsRefused              uint64 // pool spent, MaxSessions, or a second session on one connection
+	PacketsUp, BytesUp           uint64 // client -> TUN
+	PacketsDown, BytesDown       uint64 // TUN -> client
+	DropSpoofedSource            uint64 // inner source not the client's (connect-ip-go's check)
+	DropOutsideRoutes            uint64 // destination (or protocol) outside the advertised routes
+	DropInvalid                  uint64 // malformed inner packet or TTL expired
+	DropQueueFull                uint64 // downlink queue bound
+	DropNoSession                uint64 // from the TUN to an address no session holds
+	DropSendError                uint64
+	PTBSent                      uint64 // Packet Too Big for an oversize downlink packet
+	MSSClamped                   uint64
+	Hints                        [4]uint64 // by HintKind
+	HintsRejected                uint64
 }
 
 // Server is the tunnel server: QUIC + HTTP/3 + CONNECT-IP (RFC 9484) with
@@ -101,9 +101,9 @@ type Server struct {
 	devMu sync.Mutex // serialises writes to dev
 
 	mu       sync.Mutex
-	conns    map[string]int             // open connections per identity
-	byConn   map[*quic.Conn]*session    // session of each connection
-	byAddr   map[netip.Addr]*session    // session holding each inner address
+	conns    map[string]int          // open connections per identity
+	byConn   map[*quic.Conn]*session // session of each connection
+	byAddr   map[netip.Addr]*session // session holding each inner address
 	sessions int
 
 	ln      *quic.Listener
@@ -112,10 +112,10 @@ type Server struct {
 
 	st struct {
 		connsAccepted, connsRefused, sessionsOpened, sessionsRefused  atomic.Uint64
-		packetsUp, bytesUp, packetsDown, bytesDown                     atomic.Uint64
-		dropSpoofed, dropRoutes, dropInvalid, dropNoSession, dropSend  atomic.Uint64
-		ptb, clamped, hintsRejected                                    atomic.Uint64
-		hints                                                          [4]atomic.Uint64
+		packetsUp, bytesUp, packetsDown, bytesDown                    atomic.Uint64
+		dropSpoofed, dropRoutes, dropInvalid, dropNoSession, dropSend atomic.Uint64
+		ptb, clamped, hintsRejected                                   atomic.Uint64
+		hints                                                         [4]atomic.Uint64
 	}
 	dropQueueClosed atomic.Uint64 // queue-full drops of sessions already gone
 }
