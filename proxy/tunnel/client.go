@@ -159,9 +159,10 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		local:      udp.LocalAddr(),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	cl := c // the returns below set c to nil
 	defer func() {
 		if err != nil {
-			c.Close()
+			cl.Close()
 		}
 	}()
 	tlsConf := &tls.Config{
@@ -258,10 +259,13 @@ func (c *Client) openHints() error {
 		return fmt.Errorf("tunnel: opening the hints stream: %w", err)
 	}
 	u := "https://" + net.JoinHostPort(c.cfg.ServerName, portOf(c.cfg.Server)) + HintsPath
-	req, err := http.NewRequestWithContext(c.ctx, http.MethodPost, u, nil)
+	// An extended CONNECT (RFC 9220) makes the request stream a byte
+	// stream both ways without a length, as CONNECT-IP's own stream is.
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodConnect, u, nil)
 	if err != nil {
 		return fmt.Errorf("tunnel: hints request: %w", err)
 	}
+	req.Proto = HintsProtocol
 	if err := str.SendRequestHeader(req); err != nil {
 		return fmt.Errorf("tunnel: hints request: %w", err)
 	}

@@ -17,6 +17,9 @@ const ConnectIPPath = "/.well-known/masque/ip/"
 // HintsPath is the path of the hints channel (HINTS.md).
 const HintsPath = "/.well-known/m2ho/hints"
 
+// HintsProtocol is the :protocol of the hints channel's extended CONNECT.
+const HintsProtocol = "m2ho-hints"
+
 // prefixRoutes turns configured route prefixes into the RFC 9484 ROUTE_ADVERTISEMENT
 // ranges, in the order the RFC requires (IPv4 first, increasing, disjoint);
 // overlapping prefixes are an error naming both.

@@ -521,11 +521,11 @@ func (sess *session) sendLoop() {
 func runSender(q *queue, pacer Pacer, send func([]byte) bool) {
 	var timer *time.Timer
 	for {
+		if q.isClosed() {
+			return // the tunnel is gone: what is still queued cannot go
+		}
 		queued := q.len()
 		if queued == 0 {
-			if q.isClosed() {
-				return
-			}
 			<-q.notify
 			continue
 		}
@@ -623,8 +623,8 @@ func (s *Server) readTUN() {
 // (HINTS.md) and hands each hint to the session's pacer.
 func (s *Server) handleHints(w http.ResponseWriter, r *http.Request) {
 	qc, _ := r.Context().Value(connKey{}).(*quic.Conn)
-	if r.Method != http.MethodPost {
-		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+	if r.Method != http.MethodConnect || r.Proto != HintsProtocol {
+		http.Error(w, "want an extended CONNECT with :protocol "+HintsProtocol, http.StatusMethodNotAllowed)
 		return
 	}
 	s.mu.Lock()
