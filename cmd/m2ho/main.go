@@ -39,7 +39,9 @@ Subcommands:
   replay    run signalling traces through the handover predictor and score it
   run       the phone-side proxy: TUN, policy routing, signalling socket, metrics
   emulate   a user-space 5G link with handovers between two TUN devices
-  bench     A/B benchmark of TCP CUBIC through the emulated link, per variant`,
+  bench     A/B benchmark of TCP CUBIC through the emulated link, per variant
+  server    the QUIC tunnel server (CONNECT-IP, mutual TLS)
+  keys      generate the tunnel's CA, server and client certificates`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -49,6 +51,8 @@ Subcommands:
 	root.AddCommand(newRunCmd(g))
 	root.AddCommand(newEmulateCmd(g))
 	root.AddCommand(newBenchCmd(g))
+	root.AddCommand(newServerCmd(g))
+	root.AddCommand(newKeysCmd())
 	return root
 }
 
