@@ -151,15 +151,15 @@ func TestTunnelKernelTransferWithMigration(t *testing.T) {
 			return
 		}
 		defer conn.Close()
-		go func() { _, err := conn.Write(downData); serverErr <- err }()
+		wrote := make(chan error, 1)
+		go func() { _, err := conn.Write(downData); wrote <- err }()
 		h := sha256.New()
 		_, err = io.CopyN(h, conn, size)
 		var d [32]byte
 		copy(d[:], h.Sum(nil))
 		serverGot <- d
-		if err != nil {
-			serverErr <- err
-		}
+		// Close only once the download is written too.
+		serverErr <- errors.Join(err, <-wrote)
 	}()
 	var conn net.Conn
 	must(topo.Do("phone", func() (err error) {
