@@ -21,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/m2ho/m2ho/proxy/tunnel"
@@ -175,6 +176,13 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	sc, err := c.check(log)
 	if err != nil {
 		return err
+	}
+	// connect-ip-go logs every packet it drops through the standard
+	// logger; a client sending spoofed packets must not flood the log. The
+	// drops are counted (m2ho_tunnel_drops_total); the lines stay
+	// available at --log-level debug.
+	if restore, err := zap.RedirectStdLogAt(log.Named("connect-ip"), zapcore.DebugLevel); err == nil {
+		defer restore()
 	}
 	if ctx == nil {
 		ctx = context.Background()

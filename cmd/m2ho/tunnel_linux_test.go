@@ -5,8 +5,8 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"crypto/sha256"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"

@@ -178,24 +178,25 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		MaxIdleTimeout:    30 * time.Second,
 		KeepAlivePeriod:   10 * time.Second,
 	}
-	// connect-ip-go reports a packet it refuses to send (source not
-	// assigned, destination outside the routes) only as a qlog event.
-	qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-		t := &countingTrace{count: func(reason string, _ bool) {
-			if reason != "packet_too_large" { // answered with a PTB, counted there
-				c.st.refused.Add(1)
-			}
-		}}
-		if cfg.QlogDir != "" {
+	// Without a qlog file the client needs no trace: Write checks source
+	// and destination itself (allowed) before connect-ip-go would, so the
+	// per-packet qlog events quic-go builds for a trace are not paid for.
+	if cfg.QlogDir != "" {
+		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
+			t := &countingTrace{count: func(reason string, _ bool) {
+				if reason != "packet_too_large" { // answered with a PTB, counted there
+					c.st.refused.Add(1)
+				}
+			}}
 			f, err := os.Create(filepath.Join(cfg.QlogDir, fmt.Sprintf("%s_client.sqlog", odcid)))
 			if err != nil {
 				cfg.Log.Warn("qlog", zap.Error(err))
-			} else {
-				t.file = qlogwriter.NewConnectionFileSeq(f, isClient, odcid)
-				go t.file.Run()
+				return t
 			}
+			t.file = qlogwriter.NewConnectionFileSeq(f, isClient, odcid)
+			go t.file.Run()
+			return t
 		}
-		return t
 	}
 	if c.qc, err = tr.Dial(ctx, raddr, tlsConf, qconf); err != nil {
 		return nil, fmt.Errorf("tunnel: dialing %s: %w", cfg.Server, err)
@@ -341,12 +342,31 @@ func (c *Client) Write(bufs [][]byte, offset int) (int, error) {
 		if c.cfg.NAT && !c.natUp(pkt, &p) {
 			continue
 		}
+		if !c.allowed(&p) {
+			c.st.refused.Add(1)
+			continue
+		}
 		if ClampMSS(pkt, &p, c.cfg.MTU) {
 			c.st.clamp.Add(1)
 		}
 		c.up.push(pkt)
 	}
 	return len(bufs), nil
+}
+
+// allowed applies RFC 9484's rules as connect-ip-go's WritePacket would
+// (source an assigned address, destination inside an advertised route), so
+// a refusal is counted here, synchronously and without a qlog trace.
+func (c *Client) allowed(p *proxy.Parsed) bool {
+	if a := c.assign[family(p.Src)]; !a.IsValid() || a != p.Src {
+		return false
+	}
+	for _, r := range c.routes {
+		if r.StartIP.Is4() == p.Dst.Is4() && r.StartIP.Compare(p.Dst) <= 0 && p.Dst.Compare(r.EndIP) <= 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func family(a netip.Addr) int {

@@ -98,9 +98,10 @@ type Server struct {
 	h3     *http3.Server
 	proxy  connectip.Proxy
 
-	devMu sync.Mutex // serialises writes to dev
+	devMu  sync.Mutex // serialises writes to dev
+	devBuf [][]byte   // writeDev's one-element batch, under devMu
 
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	conns    map[string]int          // open connections per identity
 	byConn   map[*quic.Conn]*session // session of each connection
 	byAddr   map[netip.Addr]*session // session holding each inner address
@@ -563,7 +564,12 @@ func runSender(q *queue, pacer Pacer, send func([]byte) bool) {
 
 func (s *Server) writeDev(pkt []byte) {
 	s.devMu.Lock()
-	_, err := s.dev.Write([][]byte{pkt}, 0)
+	if s.devBuf == nil {
+		s.devBuf = make([][]byte, 1)
+	}
+	s.devBuf[0] = pkt
+	_, err := s.dev.Write(s.devBuf, 0)
+	s.devBuf[0] = nil
 	s.devMu.Unlock()
 	if err != nil {
 		s.st.dropSend.Add(1)
@@ -592,31 +598,37 @@ func (s *Server) readTUN() {
 			return
 		}
 		for i := range n {
-			pkt := bufs[i][:sizes[i]]
-			if !p.Decode(pkt) {
-				s.st.dropInvalid.Add(1)
-				continue
-			}
-			s.mu.Lock()
-			sess := s.byAddr[p.Dst]
-			s.mu.Unlock()
-			if sess == nil {
-				s.st.dropNoSession.Add(1)
-				continue
-			}
-			if len(pkt) > s.cfg.MTU {
-				if m := PacketTooBig(ptb, pkt, &p, s.cfg.MTU); m > 0 {
-					s.writeDev(ptb[:m])
-					s.st.ptb.Add(1)
-				}
-				continue
-			}
-			if ClampMSS(pkt, &p, s.cfg.MTU) {
-				s.st.clamped.Add(1)
-			}
-			sess.down.push(pkt)
+			s.dispatch(bufs[i][:sizes[i]], &p, ptb)
 		}
 	}
+}
+
+// dispatch handles one packet read from the TUN; ptb is scratch space of
+// PTBMaxLen bytes. It allocates nothing.
+func (s *Server) dispatch(pkt []byte, p *proxy.Parsed, ptb []byte) {
+	if !p.Decode(pkt) {
+		s.st.dropInvalid.Add(1)
+		return
+	}
+	pkt = pkt[:p.Length]
+	s.mu.RLock()
+	sess := s.byAddr[p.Dst]
+	s.mu.RUnlock()
+	if sess == nil {
+		s.st.dropNoSession.Add(1)
+		return
+	}
+	if len(pkt) > s.cfg.MTU {
+		if m := PacketTooBig(ptb, pkt, p, s.cfg.MTU); m > 0 {
+			s.writeDev(ptb[:m])
+			s.st.ptb.Add(1)
+		}
+		return
+	}
+	if ClampMSS(pkt, p, s.cfg.MTU) {
+		s.st.clamped.Add(1)
+	}
+	sess.down.push(pkt)
 }
 
 // handleHints reads the hints channel of the connection's session
