@@ -15,8 +15,12 @@ func TestDependencyDirection(t *testing.T) {
 		"github.com/m2ho/m2ho/m2ho/bwe":  {"github.com/m2ho/m2ho/signaling", "github.com/m2ho/m2ho/tun", "github.com/m2ho/m2ho/proxy"},
 		"github.com/m2ho/m2ho/signaling": {"github.com/m2ho/m2ho/m2ho", "github.com/m2ho/m2ho/tun", "github.com/m2ho/m2ho/proxy", "github.com/m2ho/m2ho/bench"},
 		"github.com/m2ho/m2ho/proxy":     {"github.com/m2ho/m2ho/bench", "github.com/m2ho/m2ho/cmd", "github.com/spf13/cobra"},
-		"github.com/m2ho/m2ho/tun":       {"github.com/m2ho/m2ho/m2ho", "github.com/m2ho/m2ho/proxy", "github.com/m2ho/m2ho/bench"},
-		"github.com/m2ho/m2ho/bench/emu": {"github.com/m2ho/m2ho/m2ho", "github.com/m2ho/m2ho/proxy"},
+		// The tunnel takes a packet device and hints, not the command line.
+		// TODO: once the packet view moves to proxy/packet and the tunnel
+		// imports that instead of proxy, also forbid m2ho and tun here.
+		"github.com/m2ho/m2ho/proxy/tunnel": {"github.com/m2ho/m2ho/bench", "github.com/m2ho/m2ho/cmd", "github.com/spf13/cobra"},
+		"github.com/m2ho/m2ho/tun":          {"github.com/m2ho/m2ho/m2ho", "github.com/m2ho/m2ho/proxy", "github.com/m2ho/m2ho/bench"},
+		"github.com/m2ho/m2ho/bench/emu":    {"github.com/m2ho/m2ho/m2ho", "github.com/m2ho/m2ho/proxy"},
 	}
 	for pkg, bad := range forbidden {
 		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
