@@ -67,3 +67,15 @@ func TestServerDispatchAllocs(t *testing.T) {
 		t.Fatal("packet to an unleased address not counted")
 	}
 }
+
+// The client is the engine's route seam: a Sink (Write like tun.Device)
+// and a Source (Read like tun.Device).
+var (
+	_ interface {
+		Write(bufs [][]byte, offset int) (int, error)
+	} = (*Client)(nil)
+	_ interface {
+		Read(bufs [][]byte, sizes []int, offset int) (int, error)
+	} = (*Client)(nil)
+	_ Device = tun.Device(nil)
+)
