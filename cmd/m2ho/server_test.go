@@ -6,7 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
+
+	"github.com/m2ho/m2ho/proxy/tunnel"
+	"github.com/m2ho/m2ho/tun"
 )
 
 // TestServerYAMLMatchesFlags loads configs/server.yaml through the same
@@ -104,5 +108,43 @@ func TestKeysFileModesAndNoOverwrite(t *testing.T) {
 	}
 	if err := newKeysCmdRun(t, dir); err == nil || !strings.Contains(err.Error(), "exists") {
 		t.Fatalf("second run: %v, want a refusal to overwrite", err)
+	}
+}
+
+func TestServerCollector(t *testing.T) {
+	dir := t.TempDir()
+	if err := newKeysCmdRun(t, dir); err != nil {
+		t.Fatal(err)
+	}
+	c := defaultServerConfig()
+	c.Cert, c.Key, c.ClientCA = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key"), filepath.Join(dir, "ca.crt")
+	c.Routes = []string{"198.51.100.0/24"}
+	sc, err := c.check(zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := tunnel.NewServer(sc, tun.NewChannelTUN(0, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&serverCollector{srv: srv})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, mf := range mfs {
+		got[mf.GetName()] = len(mf.GetMetric())
+	}
+	for name, n := range map[string]int{
+		"m2ho_tunnel_connections_total": 2, "m2ho_tunnel_sessions_total": 2, "m2ho_tunnel_sessions_open": 1,
+		"m2ho_tunnel_packets_total": 2, "m2ho_tunnel_bytes_total": 2, "m2ho_tunnel_drops_total": 6,
+		"m2ho_tunnel_packet_too_big_total": 1, "m2ho_tunnel_mss_clamped_total": 1,
+		"m2ho_tunnel_hints_total": 3, "m2ho_tunnel_hints_rejected_total": 1,
+	} {
+		if got[name] != n {
+			t.Errorf("%s: %d series, want %d", name, got[name], n)
+		}
 	}
 }

@@ -59,6 +59,10 @@ func TestTunnelKernelTransferWithMigration(t *testing.T) {
 	// inside the only route the server forwards to.
 	run("server", "ip", "addr", "add", "198.51.100.1/32", "dev", "lo")
 
+	fwd, err := topo.Exec("server", "cat", "/proc/sys/net/ipv4/ip_forward").Output()
+	must(err)
+	fwdBefore := strings.TrimSpace(string(fwd))
+
 	pki := t.TempDir()
 	must(newKeysCmdRun(t, pki))
 	srv := topo.Exec("server", bin, "server", "--listen", "10.9.0.2:4433",
@@ -224,6 +228,9 @@ func TestTunnelKernelTransferWithMigration(t *testing.T) {
 	}
 	if strings.Contains(linkList(t, topo.NSName("server")), "m2hos0") {
 		t.Error("m2ho server left its TUN behind")
+	}
+	if b, err := topo.Exec("server", "cat", "/proc/sys/net/ipv4/ip_forward").Output(); err != nil || strings.TrimSpace(string(b)) != fwdBefore {
+		t.Errorf("ip_forward in the server namespace is %q after exit, was %q (%v)", b, fwdBefore, err)
 	}
 }
 
