@@ -1,7 +1,10 @@
 package tunnel
 
 import (
+	"errors"
+	"net"
 	"net/netip"
+	"os"
 	"testing"
 
 	"github.com/m2ho/m2ho/proxy"
@@ -73,9 +76,18 @@ func TestServerDispatchAllocs(t *testing.T) {
 var (
 	_ interface {
 		Write(bufs [][]byte, offset int) (int, error)
+		Name() string
 	} = (*Client)(nil)
 	_ interface {
 		Read(bufs [][]byte, sizes []int, offset int) (int, error)
+		Name() string
+		Close() error
 	} = (*Client)(nil)
 	_ Device = tun.Device(nil)
 )
+
+func TestErrClosedIsBoth(t *testing.T) {
+	if !errors.Is(ErrClosed, os.ErrClosed) || !errors.Is(ErrClosed, net.ErrClosed) {
+		t.Fatal("ErrClosed must match os.ErrClosed and net.ErrClosed")
+	}
+}

@@ -287,6 +287,14 @@ func portOf(hostport string) string {
 	return p
 }
 
+// ErrClosed is what Read and Write return once the client is closed (or
+// the connection is gone); it is both os.ErrClosed (the engine's test for a
+// closed device) and net.ErrClosed.
+var ErrClosed = fmt.Errorf("tunnel: client closed: %w (%w)", os.ErrClosed, net.ErrClosed)
+
+// Name names the client for the engine's logs (proxy.Sink, proxy.Source).
+func (c *Client) Name() string { return "tunnel " + c.cfg.Server }
+
 // Addresses are the inner addresses the server assigned.
 func (c *Client) Addresses() []netip.Prefix { return c.addrs }
 
@@ -320,7 +328,7 @@ func (c *Client) LocalAddr() net.Addr {
 // counted drop); an error only once the client is closed.
 func (c *Client) Write(bufs [][]byte, offset int) (int, error) {
 	if c.closed.Load() {
-		return 0, net.ErrClosed
+		return 0, ErrClosed
 	}
 	var p proxy.Parsed
 	var ptb [PTBMaxLen]byte
@@ -442,7 +450,7 @@ func (c *Client) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			return n, nil
 		}
 		if c.down.isClosed() {
-			return 0, net.ErrClosed
+			return 0, ErrClosed
 		}
 		<-c.down.notify
 	}
