@@ -109,6 +109,7 @@ type Server struct {
 
 	ln      *quic.Listener
 	closing atomic.Bool
+	tunErr  atomic.Pointer[error] // why readTUN stopped, if not Close
 	wg      sync.WaitGroup
 
 	st struct {
@@ -270,6 +271,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	for {
 		qc, err := s.ln.Accept(ctx)
 		if err != nil {
+			if e := s.tunErr.Load(); e != nil {
+				return fmt.Errorf("tunnel: reading the TUN: %w", *e)
+			}
 			if s.closing.Load() || ctx.Err() != nil {
 				return nil
 			}
@@ -594,7 +598,10 @@ func (s *Server) readTUN() {
 			if s.closing.Load() || errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
 				return
 			}
+			// Downlink would stop silently: end the server instead.
 			s.log.Error("reading the TUN", zap.Error(err))
+			s.tunErr.Store(&err)
+			s.Close()
 			return
 		}
 		for i := range n {
@@ -710,13 +717,13 @@ func (s *Server) Stats() ServerStats {
 	for i := range st.Hints {
 		st.Hints[i] = s.st.hints[i].Load()
 	}
+	s.mu.RLock()
 	st.DropQueueFull = s.dropQueueClosed.Load()
-	s.mu.Lock()
 	st.SessionsOpen = uint64(s.sessions)
 	for _, sess := range s.byConn {
 		st.DropQueueFull += sess.down.dropped.Load()
 	}
-	s.mu.Unlock()
+	s.mu.RUnlock()
 	return st
 }
 
