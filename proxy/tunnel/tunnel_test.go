@@ -441,9 +441,10 @@ func TestConnectionCountBound(t *testing.T) {
 	}
 }
 
-// rawSession opens a CONNECT-IP session by hand and sends DATAGRAMs
-// without connect-ip-go's client-side checks, as a hostile peer would.
-func rawSession(t *testing.T, h *harness) *http3.RequestStream {
+// rawConn dials the server with the client certificate and speaks HTTP/3
+// by hand, without connect-ip-go's client-side checks, as a hostile or
+// merely non-Go peer would.
+func rawConn(t *testing.T, h *harness) *http3.ClientConn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -456,22 +457,74 @@ func rawSession(t *testing.T, h *harness) *http3.RequestStream {
 	t.Cleanup(func() { qc.CloseWithError(0, "") })
 	cc := (&http3.Transport{EnableDatagrams: true}).NewClientConn(qc)
 	<-cc.ReceivedSettings()
+	return cc
+}
+
+// rawRequest sends an extended CONNECT for protocol at path and returns
+// the stream and the response status.
+func rawRequest(t *testing.T, cc *http3.ClientConn, path, protocol string) (*http3.RequestStream, int) {
+	t.Helper()
 	str, err := cc.OpenRequestStream(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodConnect, "https://localhost"+ConnectIPPath, nil)
-	req.Proto = "connect-ip"
+	req, _ := http.NewRequest(http.MethodConnect, "https://localhost"+path, nil)
+	req.Proto = protocol
 	req.Host = "localhost"
 	req.Header.Set("Capsule-Protocol", "?1")
 	if err := str.SendRequestHeader(req); err != nil {
 		t.Fatal(err)
 	}
 	rsp, err := str.ReadResponse()
-	if err != nil || rsp.StatusCode != 200 {
-		t.Fatalf("CONNECT-IP: %v %v", rsp, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return str, rsp.StatusCode
+}
+
+// rawSession opens a CONNECT-IP session by hand.
+func rawSession(t *testing.T, h *harness) *http3.RequestStream {
+	t.Helper()
+	str, status := rawRequest(t, rawConn(t, h), ConnectIPPath, "connect-ip")
+	if status != 200 {
+		t.Fatalf("CONNECT-IP: status %d", status)
 	}
 	return str
+}
+
+func TestSessionAndHintsRules(t *testing.T) {
+	h := startServer(t, newPKI(t, "phone-1"), nil)
+	cc := rawConn(t, h)
+	if _, status := rawRequest(t, cc, HintsPath, HintsProtocol); status != http.StatusConflict {
+		t.Fatalf("hints before a session: status %d, want 409", status)
+	}
+	if _, status := rawRequest(t, cc, ConnectIPPath, "connect-ip"); status != 200 {
+		t.Fatalf("CONNECT-IP: %d", status)
+	}
+	if _, status := rawRequest(t, cc, ConnectIPPath, "connect-ip"); status != http.StatusConflict {
+		t.Fatalf("second session on one connection: status %d, want 409", status)
+	}
+	if st := h.srv.Stats(); st.SessionsOpened != 1 || st.SessionsRefused != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	hs, status := rawRequest(t, cc, HintsPath, HintsProtocol)
+	if status != 200 {
+		t.Fatalf("hints: %d", status)
+	}
+	for _, line := range []string{
+		`{"v":1,"seq":5,"kind":"withdrawn"}`,
+		`{"v":1,"seq":5,"kind":"withdrawn"}`,            // seq does not increase
+		`{"v":1,"seq":6,"kind":"predicted","smax":0}`,   // invalid
+		`{"v":1,"seq":7,"kind":"predicted","smax":100}`, // fine
+		strings.Repeat("x", 2000),                       // too long: closes the stream
+		`{"v":1,"seq":8,"kind":"withdrawn"}`,            // never read
+	} {
+		hs.Write([]byte(line + "\n"))
+	}
+	eventually(t, "the hints to be judged", func() bool {
+		st := h.srv.Stats()
+		return st.Hints[HintWithdrawn] == 1 && st.Hints[HintPredicted] == 1 && st.HintsRejected == 3
+	})
 }
 
 func TestSpoofedSourceAndOutsideRoutesDroppedAndCounted(t *testing.T) {
