@@ -161,6 +161,9 @@ func TestDependencyDirection(t *testing.T) {
 		// the Wave pacer core: pure, on virtual time (its own test also
 		// allow-lists its direct imports)
 		mod + "/proxy/wave": {"github.com/quic-go/", "net", "os/exec", mod + "/tun", mod + "/m2ho", "go.uber.org/zap"},
+		// The tunnel takes a packet device and hints, not the command line
+		// nor the controller.
+		mod + "/proxy/tunnel": {mod + "/bench", mod + "/cmd", "github.com/spf13/cobra", mod + "/m2ho"},
 	}
 	// allowed are the leaves under a forbidden prefix.
 	allowed := map[string]bool{mod + "/proxy/packet": true}

@@ -40,7 +40,9 @@ Subcommands:
   run       the phone-side proxy: TUN, policy routing, signalling socket, metrics
   emulate   a user-space 5G link with handovers between two TUN devices
   bench     A/B benchmark of TCP CUBIC through the emulated link, per variant
-  feed      replay a signalling trace into a running proxy's socket, at real or scaled time`,
+  feed      replay a signalling trace into a running proxy's socket, at real or scaled time
+  server    the QUIC tunnel server (CONNECT-IP, mutual TLS)
+  keys      generate the tunnel's CA, server and client certificates`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -51,6 +53,8 @@ Subcommands:
 	root.AddCommand(newEmulateCmd(g))
 	root.AddCommand(newBenchCmd(g))
 	root.AddCommand(newFeedCmd(g))
+	root.AddCommand(newServerCmd(g))
+	root.AddCommand(newKeysCmd())
 	return root
 }
 

@@ -1,0 +1,405 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"os/signal"
+	"reflect"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/m2ho/m2ho/proxy/tunnel"
+	"github.com/m2ho/m2ho/tun"
+)
+
+// serverConfig is `m2ho server`'s configuration: flags, or the same keys in
+// a YAML file (configs/server.yaml); a flag given on the command line wins.
+type serverConfig struct {
+	Listen            string   `yaml:"listen"`
+	Cert              string   `yaml:"cert"`
+	Key               string   `yaml:"key"`
+	ClientCA          string   `yaml:"client-ca"`
+	InnerPrefixes     []string `yaml:"inner-prefix"`
+	Routes            []string `yaml:"route"`
+	TUN               string   `yaml:"tun"`
+	MTU               int      `yaml:"mtu"`
+	NoRouting         bool     `yaml:"no-routing"`
+	QueueLen          int      `yaml:"queue-len"`
+	MaxConnsPerClient int      `yaml:"max-conns-per-client"`
+	MaxSessions       int      `yaml:"max-sessions"`
+	MetricsAddr       string   `yaml:"metrics-addr"`
+	QlogDir           string   `yaml:"qlog-dir"`
+}
+
+func defaultServerConfig() serverConfig {
+	return serverConfig{
+		Listen:            ":4433",
+		InnerPrefixes:     []string{"10.77.0.0/24"},
+		TUN:               "m2hos0",
+		MTU:               tunnel.DefaultMTU,
+		QueueLen:          512,
+		MaxConnsPerClient: 4,
+		MaxSessions:       1024,
+		MetricsAddr:       "127.0.0.1:9478",
+	}
+}
+
+func newServerCmd(g *globalFlags) *cobra.Command {
+	c := defaultServerConfig()
+	var configPath string
+	cmd := &cobra.Command{
+		Use:   "server [flags]",
+		Short: "Run the QUIC tunnel server (CONNECT-IP over HTTP/3, mutual TLS)",
+		Long: `server is the far end of the phone's QUIC tunnel. It listens on UDP for
+QUIC + HTTP/3 and serves CONNECT-IP (RFC 9484) at ` + tunnel.ConnectIPPath + `
+to clients holding a certificate signed by --client-ca (m2ho keys makes
+them). Each session gets one inner address per --inner-prefix (the prefix's
+first host address is the server's own, on its TUN) and may reach only the
+--route prefixes: packets with another inner source or another destination
+are dropped and counted. Per client identity (certificate CN) at most
+--max-conns-per-client connections; each session's downlink queue holds
+--queue-len packets (tail drop, counted). Hints from the phone arrive on the
+same connection (proxy/tunnel/HINTS.md) and are logged and counted.
+
+The server creates a TUN device with its inner addresses and (unless
+--no-routing) turns on IP forwarding; all of it is undone on SIGINT/SIGTERM
+or when start-up fails. Traffic to --route prefixes beyond this host needs
+their replies routed back to the inner prefix (or a NAT you set up).
+
+Flags may also come from a YAML file (--config, see configs/server.yaml);
+a flag given on the command line wins over the file.
+
+Example (as root):
+  m2ho server --cert pki/server.crt --key pki/server.key --client-ca pki/ca.crt \
+    --inner-prefix 10.77.0.0/24 --route 198.51.100.0/24`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if configPath != "" {
+				if err := mergeConfigYAML(&c, configPath, cmd.Flags()); err != nil {
+					return err
+				}
+			}
+			log, err := g.logger()
+			if err != nil {
+				return err
+			}
+			defer log.Sync()
+			return runServer(cmd.Context(), c, log, cmd.OutOrStdout())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&configPath, "config", "", "YAML file with the same keys as these flags (flags win)")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "UDP address to listen on")
+	fs.StringVar(&c.Cert, "cert", c.Cert, "server certificate (PEM)")
+	fs.StringVar(&c.Key, "key", c.Key, "server private key (PEM)")
+	fs.StringVar(&c.ClientCA, "client-ca", c.ClientCA, "CA certificate(s) (PEM) that client certificates must be signed by")
+	fs.StringSliceVar(&c.InnerPrefixes, "inner-prefix", c.InnerPrefixes, "pool of inner addresses, at most one IPv4 and one IPv6 prefix")
+	fs.StringSliceVar(&c.Routes, "route", c.Routes, "prefix clients may reach (repeatable; required: the server is no open relay)")
+	fs.StringVar(&c.TUN, "tun", c.TUN, "name of the TUN device to create")
+	fs.IntVar(&c.MTU, "mtu", c.MTU, "inner MTU (1280-1400: a packet must fit one QUIC DATAGRAM)")
+	fs.BoolVar(&c.NoRouting, "no-routing", c.NoRouting, "do not enable IP forwarding")
+	fs.IntVar(&c.QueueLen, "queue-len", c.QueueLen, "downlink queue bound per session, in packets")
+	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", c.MaxConnsPerClient, "connections open at once per client certificate")
+	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "sessions open at once, all clients")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
+	fs.StringVar(&c.QlogDir, "qlog-dir", c.QlogDir, "write one qlog file per connection into this directory (empty: off)")
+	return cmd
+}
+
+// check validates the configuration before anything is touched, naming
+// the flag at fault.
+func (c *serverConfig) check(log *zap.Logger) (tunnel.ServerConfig, error) {
+	var sc tunnel.ServerConfig
+	if c.Cert == "" || c.Key == "" || c.ClientCA == "" {
+		return sc, errors.New("--cert, --key and --client-ca are required (m2ho keys makes them)")
+	}
+	crt, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+	if err != nil {
+		return sc, fmt.Errorf("--cert/--key: %w", err)
+	}
+	pool, err := tunnel.LoadCertPool(c.ClientCA)
+	if err != nil {
+		return sc, fmt.Errorf("--client-ca: %w", err)
+	}
+	sc = tunnel.ServerConfig{Certificate: crt, ClientCAs: pool, MTU: c.MTU, QueueLen: c.QueueLen,
+		MaxConnsPerClient: c.MaxConnsPerClient, MaxSessions: c.MaxSessions, QlogDir: c.QlogDir, Log: log}
+	for _, s := range c.InnerPrefixes {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return sc, fmt.Errorf("--inner-prefix %q: %v", s, err)
+		}
+		sc.InnerPrefixes = append(sc.InnerPrefixes, p)
+	}
+	if len(c.Routes) == 0 {
+		return sc, errors.New("--route: at least one prefix: the server forwards only to configured routes")
+	}
+	for _, s := range c.Routes {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return sc, fmt.Errorf("--route %q: %v", s, err)
+		}
+		sc.Routes = append(sc.Routes, p)
+	}
+	switch {
+	case c.QueueLen < 1:
+		return sc, fmt.Errorf("--queue-len %d: must be positive", c.QueueLen)
+	case c.MaxConnsPerClient < 1:
+		return sc, fmt.Errorf("--max-conns-per-client %d: must be positive", c.MaxConnsPerClient)
+	case c.MaxSessions < 1:
+		return sc, fmt.Errorf("--max-sessions %d: must be positive", c.MaxSessions)
+	}
+	if c.QlogDir != "" {
+		if st, err := os.Stat(c.QlogDir); err != nil || !st.IsDir() {
+			return sc, fmt.Errorf("--qlog-dir %q: not a directory", c.QlogDir)
+		}
+	}
+	return sc, nil
+}
+
+func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interface{ Write([]byte) (int, error) }) error {
+	sc, err := c.check(log)
+	if err != nil {
+		return err
+	}
+	// connect-ip-go logs every packet it drops through the standard
+	// logger; a client sending spoofed packets must not flood the log. The
+	// drops are counted (m2ho_tunnel_drops_total); the lines stay
+	// available at --log-level debug.
+	if restore, err := zap.RedirectStdLogAt(log.Named("connect-ip"), zapcore.DebugLevel); err == nil {
+		defer restore()
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var undo []func()
+	defer func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}()
+	if _, err := net.InterfaceByName(c.TUN); err == nil {
+		return fmt.Errorf("--tun %q: an interface of that name exists already (another m2ho server running?)", c.TUN)
+	}
+	// TODO: use the offload TUN device (virtio-net header, TSO/USO,
+	// batching) from package tun once it lands; the water device moves one
+	// packet per system call.
+	dev, err := tun.OpenLinux(tun.LinuxConfig{Name: c.TUN, MTU: c.MTU})
+	if err != nil {
+		return err
+	}
+	undo = append(undo, func() { dev.Close() })
+	srv, err := tunnel.NewServer(sc, dev)
+	if err != nil {
+		return err
+	}
+	for _, p := range srv.ServerAddrs() {
+		if err := ipCmd("addr", "add", p.String(), "dev", dev.Name()); err != nil {
+			return err
+		}
+	}
+	if err := ipCmd("link", "set", dev.Name(), "up"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d) with %v\n", dev.Name(), dev.MTU(), srv.ServerAddrs())
+	if !c.NoRouting {
+		for _, k := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
+			prev, err := setSysctl(k, "1")
+			if err != nil {
+				if strings.Contains(k, "ipv6") && errors.Is(err, os.ErrNotExist) {
+					continue
+				}
+				return err
+			}
+			undo = append(undo, func() {
+				if _, err := setSysctl(k, prev); err != nil {
+					log.Error("restoring sysctl", zap.String("key", k), zap.Error(err))
+				}
+			})
+			fmt.Fprintf(out, "m2ho: configured: %s=1 (was %s)\n", k, prev)
+		}
+	}
+	addr, err := srv.Listen(c.Listen)
+	if err != nil {
+		return fmt.Errorf("--listen: %w", err)
+	}
+	fmt.Fprintf(out, "m2ho: listening on %s (udp), routes %v\n", addr, c.Routes)
+	if c.MetricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(&serverCollector{srv: srv})
+		ln, err := net.Listen("tcp", c.MetricsAddr)
+		if err != nil {
+			srv.Close()
+			return fmt.Errorf("--metrics-addr: %w", err)
+		}
+		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
+		go hs.Serve(ln)
+		undo = append(undo, func() { hs.Close() })
+		fmt.Fprintf(out, "m2ho: metrics on http://%s/metrics\n", ln.Addr())
+	}
+	err = srv.Serve(ctx)
+	srv.Close()
+	dev.Close()
+	srv.Wait()
+	st := srv.Stats()
+	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d\n",
+		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull)
+	return err
+}
+
+func ipCmd(args ...string) error {
+	if b, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(b)))
+	}
+	return nil
+}
+
+// setSysctl writes v and returns the previous value.
+func setSysctl(path, v string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	prev := strings.TrimSpace(string(b))
+	if prev == v {
+		return prev, nil
+	}
+	if err := os.WriteFile(path, []byte(v), 0o644); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return prev, nil
+}
+
+// serverCollector exports the server's counters.
+type serverCollector struct{ srv *tunnel.Server }
+
+var (
+	srvDescConns   = prometheus.NewDesc("m2ho_tunnel_connections_total", "QUIC connections by outcome (accepted, refused: over the per-client bound).", []string{"outcome"}, nil)
+	srvDescSess    = prometheus.NewDesc("m2ho_tunnel_sessions_total", "CONNECT-IP sessions by outcome.", []string{"outcome"}, nil)
+	srvDescOpen    = prometheus.NewDesc("m2ho_tunnel_sessions_open", "CONNECT-IP sessions open now.", nil, nil)
+	srvDescPackets = prometheus.NewDesc("m2ho_tunnel_packets_total", "Packets forwarded by direction (up: client to TUN).", []string{"dir"}, nil)
+	srvDescBytes   = prometheus.NewDesc("m2ho_tunnel_bytes_total", "Bytes forwarded by direction.", []string{"dir"}, nil)
+	srvDescDrops   = prometheus.NewDesc("m2ho_tunnel_drops_total", "Packets dropped by reason.", []string{"reason"}, nil)
+	srvDescPTB     = prometheus.NewDesc("m2ho_tunnel_packet_too_big_total", "ICMP Packet Too Big sent for oversize packets.", nil, nil)
+	srvDescClamp   = prometheus.NewDesc("m2ho_tunnel_mss_clamped_total", "TCP SYNs whose MSS was clamped to the inner MTU.", nil, nil)
+	srvDescHints   = prometheus.NewDesc("m2ho_tunnel_hints_total", "Hints received from phones by kind.", []string{"kind"}, nil)
+	srvDescHintsX  = prometheus.NewDesc("m2ho_tunnel_hints_rejected_total", "Hints rejected (malformed, seq not increasing, too long).", nil, nil)
+)
+
+func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{srvDescConns, srvDescSess, srvDescOpen, srvDescPackets, srvDescBytes, srvDescDrops, srvDescPTB, srvDescClamp, srvDescHints, srvDescHintsX} {
+		ch <- d
+	}
+}
+
+func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.srv.Stats()
+	cnt := func(d *prometheus.Desc, v uint64, l ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), l...)
+	}
+	cnt(srvDescConns, st.ConnsAccepted, "accepted")
+	cnt(srvDescConns, st.ConnsRefused, "refused")
+	cnt(srvDescSess, st.SessionsOpened, "opened")
+	cnt(srvDescSess, st.SessionsRefused, "refused")
+	ch <- prometheus.MustNewConstMetric(srvDescOpen, prometheus.GaugeValue, float64(st.SessionsOpen))
+	cnt(srvDescPackets, st.PacketsUp, "up")
+	cnt(srvDescPackets, st.PacketsDown, "down")
+	cnt(srvDescBytes, st.BytesUp, "up")
+	cnt(srvDescBytes, st.BytesDown, "down")
+	cnt(srvDescDrops, st.DropSpoofedSource, "spoofed-source")
+	cnt(srvDescDrops, st.DropOutsideRoutes, "outside-routes")
+	cnt(srvDescDrops, st.DropInvalid, "invalid")
+	cnt(srvDescDrops, st.DropQueueFull, "queue-full")
+	cnt(srvDescDrops, st.DropNoSession, "no-session")
+	cnt(srvDescDrops, st.DropSendError, "send-error")
+	cnt(srvDescPTB, st.PTBSent)
+	cnt(srvDescClamp, st.MSSClamped)
+	for _, k := range []tunnel.HintKind{tunnel.HintPredicted, tunnel.HintExecuted, tunnel.HintWithdrawn} {
+		cnt(srvDescHints, st.Hints[k], k.String())
+	}
+	cnt(srvDescHintsX, st.HintsRejected)
+}
+
+// structFields maps each YAML key (= flag name) of the struct c points to
+// onto its field, in declaration order.
+func structFields(c any) ([]string, map[string]any) {
+	v := reflect.ValueOf(c).Elem()
+	t := v.Type()
+	keys := make([]string, t.NumField())
+	out := map[string]any{}
+	for i := range keys {
+		keys[i] = t.Field(i).Tag.Get("yaml")
+		out[keys[i]] = v.Field(i).Addr().Interface()
+	}
+	return keys, out
+}
+
+// mergeYAMLFields is mergeYAML for any flag struct: it fills the fields
+// whose flag was not given from the file, naming file:line and the key on
+// any error; an unknown key is an error.
+// TODO(lead): run.go's mergeYAML could become a call of this.
+func mergeYAMLFields(keys []string, fields map[string]any, path string, fs *pflag.FlagSet) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--config: %w", err)
+	}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if len(doc.Content) == 0 {
+		return nil
+	}
+	root := doc.Content[0]
+	if root.Kind != yaml.MappingNode {
+		return fmt.Errorf("%s:%d: want a mapping of flag names to values", path, root.Line)
+	}
+	seen := map[string]int{}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		dst, ok := fields[k.Value]
+		if !ok {
+			return fmt.Errorf("%s:%d: unknown key %q (keys are the flag names: %s)", path, k.Line, k.Value, strings.Join(keys, ", "))
+		}
+		if line, dup := seen[k.Value]; dup {
+			return fmt.Errorf("%s:%d: key %q given twice (first at line %d)", path, k.Line, k.Value, line)
+		}
+		seen[k.Value] = k.Line
+		if fs.Changed(k.Value) {
+			continue
+		}
+		if err := v.Decode(dst); err != nil {
+			msg := err.Error()
+			if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
+				msg = te.Errors[0]
+				if j := strings.Index(msg, ": "); strings.HasPrefix(msg, "line ") && j > 0 {
+					msg = msg[j+2:]
+				}
+			}
+			return fmt.Errorf("%s:%d: %s: %s", path, v.Line, k.Value, msg)
+		}
+	}
+	return nil
+}
+
+func mergeConfigYAML(c any, path string, fs *pflag.FlagSet) error {
+	keys, fields := structFields(c)
+	return mergeYAMLFields(keys, fields, path, fs)
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/proxy/tunnel"
+	"github.com/m2ho/m2ho/signaling"
+)
+
+type hintSink struct {
+	mu    sync.Mutex
+	hints []tunnel.Hint
+}
+
+func (s *hintSink) SendHint(h tunnel.Hint) error {
+	s.mu.Lock()
+	s.hints = append(s.hints, h)
+	s.mu.Unlock()
+	return nil
+}
+
+func TestHintForwarderMapsTransitions(t *testing.T) {
+	f := newHintForwarder(m2ho.NopObserver{}, zap.NewNop())
+	var st m2ho.Hint
+	f.ctrlHint = func() m2ho.Hint { return st }
+	now := time.Unix(0, 0)
+	target := signaling.Cell{ID: "B", Type: signaling.CellMmWave}
+	st = m2ho.Hint{State: m2ho.Preparation, SMax: 900_000, Target: target}
+	f.Transition(now, m2ho.Stable, m2ho.Preparation, "handover predicted")
+	st = m2ho.Hint{State: m2ho.Stable}
+	f.Transition(now, m2ho.Preparation, m2ho.Stable, "A1")
+	st = m2ho.Hint{State: m2ho.Preparation, SMax: 500_000, Target: target}
+	f.Transition(now, m2ho.Stable, m2ho.Preparation, "handover predicted")
+	st = m2ho.Hint{State: m2ho.Smoothing, CEst: 4e7, Target: target}
+	f.Transition(now, m2ho.Preparation, m2ho.Smoothing, "random access success")
+	f.Transition(now, m2ho.Smoothing, m2ho.Stable, "released") // no hint
+	sink := &hintSink{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { f.run(ctx, sink); close(done) }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		sink.mu.Lock()
+		n := len(sink.hints)
+		sink.mu.Unlock()
+		if n >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	want := []tunnel.Hint{
+		{Kind: tunnel.HintPredicted, TargetCell: "B", CellType: signaling.CellMmWave, SMax: 900_000},
+		{Kind: tunnel.HintWithdrawn},
+		{Kind: tunnel.HintPredicted, TargetCell: "B", CellType: signaling.CellMmWave, SMax: 500_000},
+		{Kind: tunnel.HintExecuted, TargetCell: "B", CellType: signaling.CellMmWave, CEst: 4e7},
+	}
+	if len(sink.hints) != len(want) {
+		t.Fatalf("got %d hints %+v, want %d", len(sink.hints), sink.hints, len(want))
+	}
+	for i := range want {
+		if sink.hints[i] != want[i] {
+			t.Errorf("hint %d: %+v, want %+v", i, sink.hints[i], want[i])
+		}
+	}
+}
+
+func TestHintForwarderNeverBlocks(t *testing.T) {
+	f := newHintForwarder(m2ho.NopObserver{}, zap.NewNop())
+	f.ctrlHint = func() m2ho.Hint { return m2ho.Hint{SMax: 1} }
+	for range 100 { // nobody drains: the queue of 64 fills, the rest is counted
+		f.Transition(time.Time{}, m2ho.Stable, m2ho.Preparation, "")
+	}
+	if d := f.dropped.Load(); d != 36 {
+		t.Fatalf("dropped %d, want 36", d)
+	}
+}
+
+func TestTunnelFlagsNameTheFlag(t *testing.T) {
+	dir := t.TempDir()
+	if err := newKeysCmdRun(t, dir); err != nil {
+		t.Fatal(err)
+	}
+	ok := tunnelFlags{Server: "127.0.0.1:4433", CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "phone-1.crt"), Key: filepath.Join(dir, "phone-1.key")}
+	if _, err := ok.clientConfig(zap.NewNop()); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		mod  func(*tunnelFlags)
+		want string
+	}{
+		{func(f *tunnelFlags) { f.Server = "" }, "--tunnel-server"},
+		{func(f *tunnelFlags) { f.Key = "" }, "--tunnel-key"},
+		{func(f *tunnelFlags) { f.CA = f.Cert + ".none" }, "--tunnel-ca"},
+		{func(f *tunnelFlags) { f.Key = f.CA }, "--tunnel-cert/--tunnel-key"},
+	} {
+		f := ok
+		tc.mod(&f)
+		if _, err := f.clientConfig(zap.NewNop()); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v, want an error naming %s", err, tc.want)
+		}
+	}
+}

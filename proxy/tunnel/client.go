@@ -1,0 +1,604 @@
+package tunnel
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	connectip "github.com/quic-go/connect-ip-go"
+	"github.com/quic-go/quic-go"
+	"github.com/quic-go/quic-go/http3"
+	"github.com/quic-go/quic-go/qlogwriter"
+	"github.com/yosida95/uritemplate/v3"
+	"go.uber.org/zap"
+
+	"github.com/m2ho/m2ho/proxy/packet"
+)
+
+// ClientConfig configures the phone's end of the tunnel.
+type ClientConfig struct {
+	// Server is the server's UDP address, host:port.
+	Server string
+	// ServerName is the name the server's certificate must carry (and the
+	// CONNECT-IP request's authority); default: Server's host.
+	ServerName string
+	// RootCAs verifies the server's certificate.
+	RootCAs *x509.CertPool
+	// Certificate is the client's certificate and key (mutual TLS).
+	Certificate tls.Certificate
+	// LocalAddr is the UDP address to send from (default: any).
+	LocalAddr string
+	// MTU is the inner MTU (DefaultMTU when 0); larger packets get a
+	// Packet Too Big back through Read.
+	MTU int
+	// QueueLen bounds the uplink and the downlink queue in packets
+	// (default 512); excess is tail-dropped and counted.
+	QueueLen int
+	// Pacer paces the uplink (PassThrough when nil).
+	Pacer Pacer
+	// NAT rewrites the tethered host's source address to the assigned
+	// inner address (and back on the downlink), as a phone's VPN does for
+	// tethered traffic. One tethered host per address family: packets from
+	// a second one are dropped and counted (NAPT is not done).
+	NAT bool
+	// QlogDir, when set, gets the connection's qlog file.
+	QlogDir string
+	// Log gets the client's log lines (zap.NewNop when nil).
+	Log *zap.Logger
+}
+
+// ClientStats are the client's counters.
+type ClientStats struct {
+	PacketsUp, BytesUp     uint64 // handed to the tunnel
+	PacketsDown, BytesDown uint64 // returned by Read (tunnel packets and local ICMP)
+	DropUpQueueFull        uint64
+	DropDownQueueFull      uint64
+	DropInvalid            uint64 // Write got something that is not an IP packet
+	DropNATConflict        uint64 // a second tethered host in one family (see ClientConfig.NAT)
+	DropRefused            uint64 // connect-ip-go refused to send (source/destination not allowed)
+	PTBSent                uint64
+	MSSClamped             uint64
+	HintsSent              uint64
+	Migrations             uint64
+}
+
+// Client is the phone's end of the tunnel: a CONNECT-IP session over one
+// QUIC connection. It is the engine's Sink (Write: packets of quic-mode
+// flows into the tunnel) and Source (Read: packets from the tunnel, plus
+// the ICMP errors the client itself generates, for the TUN).
+type Client struct {
+	cfg  ClientConfig
+	log  *zap.Logger
+	qc   *quic.Conn
+	h3   *http3.ClientConn
+	ip   *connectip.Conn
+	up   *queue
+	down *queue
+
+	addrs  []netip.Prefix
+	routes []connectip.IPRoute
+	assign [2]netip.Addr // [0] IPv4, [1] IPv6 assigned address
+
+	natMu   sync.Mutex
+	natOrig [2]netip.Addr // the tethered host's address per family
+
+	hintMu  sync.Mutex
+	hintStr *http3.RequestStream
+	hintSeq uint64
+
+	trMu       sync.Mutex
+	transports []*quic.Transport
+	sockets    []net.PacketConn // quic.Transport does not close a Conn it was given
+	local      net.Addr
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	st struct {
+		packetsUp, bytesUp, packetsDown, bytesDown atomic.Uint64
+		invalid, natConflict, refused, ptb, clamp  atomic.Uint64
+		hints, migrations                          atomic.Uint64
+	}
+}
+
+// Dial connects to the server, opens the CONNECT-IP session and waits for
+// the assigned addresses and routes.
+func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
+	if cfg.Log == nil {
+		cfg.Log = zap.NewNop()
+	}
+	if cfg.MTU == 0 {
+		cfg.MTU = DefaultMTU
+	}
+	if cfg.MTU < minMTU || cfg.MTU > maxMTU {
+		return nil, fmt.Errorf("tunnel: MTU %d: must lie in [%d, %d]", cfg.MTU, minMTU, maxMTU)
+	}
+	if cfg.QueueLen == 0 {
+		cfg.QueueLen = 512
+	}
+	if cfg.QueueLen < 1 {
+		return nil, fmt.Errorf("tunnel: QueueLen %d: must be positive", cfg.QueueLen)
+	}
+	host, port, err := net.SplitHostPort(cfg.Server)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: server %q: %v", cfg.Server, err)
+	}
+	if cfg.ServerName == "" {
+		cfg.ServerName = host
+	}
+	raddr, err := net.ResolveUDPAddr("udp", cfg.Server)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: server %q: %v", cfg.Server, err)
+	}
+	if cfg.LocalAddr == "" {
+		cfg.LocalAddr = ":0"
+	}
+	udp, err := net.ListenPacket("udp", cfg.LocalAddr)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: local address %q: %w", cfg.LocalAddr, err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	c = &Client{
+		cfg: cfg, log: cfg.Log,
+		up:         newQueue(cfg.QueueLen, cfg.MTU),
+		down:       newQueue(cfg.QueueLen, max(cfg.MTU, PTBMaxLen)),
+		transports: []*quic.Transport{tr},
+		sockets:    []net.PacketConn{udp},
+		local:      udp.LocalAddr(),
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	cl := c // the returns below set c to nil
+	defer func() {
+		if err != nil {
+			cl.Close()
+		}
+	}()
+	tlsConf := &tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		ServerName:   cfg.ServerName,
+		RootCAs:      cfg.RootCAs,
+		Certificates: []tls.Certificate{cfg.Certificate},
+		NextProtos:   []string{http3.NextProtoH3},
+	}
+	qconf := &quic.Config{
+		EnableDatagrams:   true,
+		InitialPacketSize: 1350,
+		MaxIdleTimeout:    30 * time.Second,
+		KeepAlivePeriod:   10 * time.Second,
+	}
+	// Without a qlog file the client needs no trace: Write checks source
+	// and destination itself (allowed) before connect-ip-go would, so the
+	// per-packet qlog events quic-go builds for a trace are not paid for.
+	if cfg.QlogDir != "" {
+		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
+			t := &countingTrace{count: func(reason string, _ bool) {
+				if reason != "packet_too_large" { // answered with a PTB, counted there
+					c.st.refused.Add(1)
+				}
+			}}
+			f, err := os.Create(filepath.Join(cfg.QlogDir, fmt.Sprintf("%s_client.sqlog", odcid)))
+			if err != nil {
+				cfg.Log.Warn("qlog", zap.Error(err))
+				return t
+			}
+			t.file = qlogwriter.NewConnectionFileSeq(f, isClient, odcid)
+			go t.file.Run()
+			return t
+		}
+	}
+	if c.qc, err = tr.Dial(ctx, raddr, tlsConf, qconf); err != nil {
+		return nil, fmt.Errorf("tunnel: dialing %s: %w", cfg.Server, err)
+	}
+	c.h3 = (&http3.Transport{EnableDatagrams: true}).NewClientConn(c.qc)
+	tmpl, err := uritemplate.New("https://" + net.JoinHostPort(cfg.ServerName, port) + ConnectIPPath)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: server name %q: %v", cfg.ServerName, err)
+	}
+	// The request's context lives as long as the client: it bounds the
+	// session's request stream.
+	req, err := connectip.NewRequest(c.ctx, tmpl)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: %w", err)
+	}
+	ipc, rsp, err := connectip.NewClientConn(c.h3).Dial(req)
+	if err != nil {
+		if rsp != nil {
+			return nil, fmt.Errorf("tunnel: CONNECT-IP refused: %s", rsp.Status)
+		}
+		return nil, fmt.Errorf("tunnel: CONNECT-IP: %w", err)
+	}
+	c.ip = ipc
+	assigned, err := ipc.ReceiveAddressAssignment(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tunnel: waiting for ADDRESS_ASSIGN: %w", err)
+	}
+	for _, a := range assigned {
+		if a.Rejected() {
+			continue
+		}
+		c.addrs = append(c.addrs, a.IPPrefix)
+		fam := 0
+		if a.IPPrefix.Addr().Is6() {
+			fam = 1
+		}
+		if !c.assign[fam].IsValid() {
+			c.assign[fam] = a.IPPrefix.Addr()
+		}
+	}
+	if len(c.addrs) == 0 {
+		return nil, errors.New("tunnel: the server assigned no address")
+	}
+	if c.routes, err = ipc.Routes(ctx); err != nil {
+		return nil, fmt.Errorf("tunnel: waiting for ROUTE_ADVERTISEMENT: %w", err)
+	}
+	if err := c.openHints(); err != nil {
+		return nil, err
+	}
+	c.log.Info("tunnel up", zap.String("server", cfg.Server), zap.Any("addresses", c.addrs), zap.Any("routes", c.Routes()))
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); c.sendLoop() }()
+	go func() { defer c.wg.Done(); c.recvLoop() }()
+	return c, nil
+}
+
+// openHints opens the hints request stream (HINTS.md).
+func (c *Client) openHints() error {
+	str, err := c.h3.OpenRequestStream(c.ctx)
+	if err != nil {
+		return fmt.Errorf("tunnel: opening the hints stream: %w", err)
+	}
+	u := "https://" + net.JoinHostPort(c.cfg.ServerName, portOf(c.cfg.Server)) + HintsPath
+	// An extended CONNECT (RFC 9220) makes the request stream a byte
+	// stream both ways without a length, as CONNECT-IP's own stream is.
+	req, err := http.NewRequestWithContext(c.ctx, http.MethodConnect, u, nil)
+	if err != nil {
+		return fmt.Errorf("tunnel: hints request: %w", err)
+	}
+	req.Proto = HintsProtocol
+	if err := str.SendRequestHeader(req); err != nil {
+		return fmt.Errorf("tunnel: hints request: %w", err)
+	}
+	c.hintStr = str
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		rsp, err := str.ReadResponse()
+		if err == nil && rsp.StatusCode != http.StatusOK {
+			c.log.Warn("hints channel refused", zap.String("status", rsp.Status))
+		}
+	}()
+	return nil
+}
+
+func portOf(hostport string) string {
+	_, p, _ := net.SplitHostPort(hostport)
+	return p
+}
+
+// ErrClosed is what Read and Write return once the client is closed (or
+// the connection is gone); it is both os.ErrClosed (the engine's test for a
+// closed device) and net.ErrClosed.
+var ErrClosed = fmt.Errorf("tunnel: client closed: %w (%w)", os.ErrClosed, net.ErrClosed)
+
+// Name names the client for the engine's logs (proxy.Sink, proxy.Source).
+func (c *Client) Name() string { return "tunnel " + c.cfg.Server }
+
+// Addresses are the inner addresses the server assigned.
+func (c *Client) Addresses() []netip.Prefix { return c.addrs }
+
+// Routes are the prefixes the server forwards to.
+func (c *Client) Routes() []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range c.routes {
+		out = append(out, r.Prefixes()...)
+	}
+	return out
+}
+
+// MTU is the inner MTU.
+func (c *Client) MTU() int { return c.cfg.MTU }
+
+// BatchSize is the most packets one Read returns (for the engine's loop).
+func (c *Client) BatchSize() int { return 16 }
+
+// LocalAddr is the UDP address the tunnel currently sends from.
+func (c *Client) LocalAddr() net.Addr {
+	c.trMu.Lock()
+	defer c.trMu.Unlock()
+	return c.local
+}
+
+// Write takes packets of quic-mode flows, each at bufs[i][offset:], into
+// the tunnel: the MSS of a TCP SYN is clamped to the inner MTU, a packet
+// larger than the MTU is answered with a Packet Too Big (returned by Read)
+// instead of being sent, the rest waits in the bounded uplink queue. It
+// returns len(bufs): every packet was dealt with (sent, answered, or a
+// counted drop); an error only once the client is closed.
+func (c *Client) Write(bufs [][]byte, offset int) (int, error) {
+	if c.closed.Load() {
+		return 0, ErrClosed
+	}
+	var p packet.Parsed
+	var ptb [PTBMaxLen]byte
+	for _, b := range bufs {
+		pkt := b[offset:]
+		if !p.Decode(pkt) {
+			c.st.invalid.Add(1)
+			continue
+		}
+		pkt = pkt[:p.Length]
+		if len(pkt) > c.cfg.MTU {
+			if n := PacketTooBig(ptb[:], pkt, &p, c.cfg.MTU); n > 0 {
+				if c.down.push(ptb[:n]) {
+					c.st.ptb.Add(1)
+				}
+			}
+			continue
+		}
+		if c.cfg.NAT && !c.natUp(pkt, &p) {
+			continue
+		}
+		if !c.allowed(&p) {
+			c.st.refused.Add(1)
+			continue
+		}
+		if ClampMSS(pkt, &p, c.cfg.MTU) {
+			c.st.clamp.Add(1)
+		}
+		c.up.push(pkt)
+	}
+	return len(bufs), nil
+}
+
+// allowed applies RFC 9484's rules as connect-ip-go's WritePacket would
+// (source an assigned address, destination inside an advertised route), so
+// a refusal is counted here, synchronously and without a qlog trace.
+func (c *Client) allowed(p *packet.Parsed) bool {
+	if a := c.assign[family(p.Src)]; !a.IsValid() || a != p.Src {
+		return false
+	}
+	for _, r := range c.routes {
+		if r.StartIP.Is4() == p.Dst.Is4() && r.StartIP.Compare(p.Dst) <= 0 && p.Dst.Compare(r.EndIP) <= 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func family(a netip.Addr) int {
+	if a.Is4() {
+		return 0
+	}
+	return 1
+}
+
+// natUp rewrites a tethered host's source to the assigned address; false
+// when the packet must be dropped (a second host in the family, or no
+// address of its family).
+func (c *Client) natUp(pkt []byte, p *packet.Parsed) bool {
+	f := family(p.Src)
+	a := c.assign[f]
+	if !a.IsValid() {
+		c.st.refused.Add(1)
+		return false
+	}
+	if p.Src == a {
+		return true
+	}
+	c.natMu.Lock()
+	orig := c.natOrig[f]
+	if !orig.IsValid() {
+		c.natOrig[f], orig = p.Src, p.Src
+	}
+	c.natMu.Unlock()
+	if orig != p.Src {
+		c.st.natConflict.Add(1)
+		return false
+	}
+	rewriteAddr(pkt, p, true, a)
+	return true
+}
+
+func (c *Client) natDown(pkt []byte, p *packet.Parsed) {
+	f := family(p.Dst)
+	if p.Dst != c.assign[f] {
+		return
+	}
+	c.natMu.Lock()
+	orig := c.natOrig[f]
+	c.natMu.Unlock()
+	if orig.IsValid() {
+		rewriteAddr(pkt, p, false, orig)
+	}
+}
+
+// Read returns packets for the TUN, each at bufs[i][offset:] with its
+// length in sizes[i]: what came through the tunnel, and the ICMP errors
+// Write generated. It blocks until at least one is available.
+func (c *Client) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	for {
+		n := 0
+		for n < len(bufs) {
+			pkt, ok := c.down.front()
+			if !ok {
+				break
+			}
+			if len(pkt) > len(bufs[n])-offset {
+				c.down.pop()
+				c.st.invalid.Add(1)
+				continue
+			}
+			sizes[n] = copy(bufs[n][offset:], pkt)
+			c.down.pop()
+			c.st.packetsDown.Add(1)
+			c.st.bytesDown.Add(uint64(sizes[n]))
+			n++
+		}
+		if n > 0 {
+			return n, nil
+		}
+		if c.down.isClosed() {
+			return 0, ErrClosed
+		}
+		<-c.down.notify
+	}
+}
+
+func (c *Client) sendLoop() {
+	pacer := c.cfg.Pacer
+	if pacer == nil {
+		pacer = PassThrough{}
+	}
+	runSender(c.up, pacer, func(pkt []byte) bool {
+		icmp, err := c.ip.WritePacket(pkt)
+		if err != nil {
+			return !errors.Is(err, net.ErrClosed) && c.ctx.Err() == nil
+		}
+		if icmp != nil {
+			// The path's DATAGRAM limit fell below the MTU: connect-ip-go
+			// composed the Packet Too Big.
+			c.down.push(icmp)
+			c.st.ptb.Add(1)
+			return true
+		}
+		c.st.packetsUp.Add(1)
+		c.st.bytesUp.Add(uint64(len(pkt)))
+		return true
+	})
+}
+
+func (c *Client) recvLoop() {
+	buf := make([]byte, maxMTU+64)
+	var p packet.Parsed
+	for {
+		n, err := c.ip.ReadPacket(buf)
+		if err != nil {
+			c.down.close()
+			return
+		}
+		pkt := buf[:n]
+		if !p.Decode(pkt) {
+			c.st.invalid.Add(1)
+			continue
+		}
+		if c.cfg.NAT {
+			c.natDown(pkt, &p)
+		}
+		if ClampMSS(pkt, &p, c.cfg.MTU) {
+			c.st.clamp.Add(1)
+		}
+		c.down.push(pkt)
+	}
+}
+
+// SendHint sends a hint to the server on the hints channel; Seq is set
+// here.
+func (c *Client) SendHint(h Hint) error {
+	c.hintMu.Lock()
+	defer c.hintMu.Unlock()
+	c.hintSeq++
+	h.Seq = c.hintSeq
+	b, err := MarshalHint(h)
+	if err != nil {
+		return err
+	}
+	if _, err := c.hintStr.Write(b); err != nil {
+		return fmt.Errorf("tunnel: sending hint: %w", err)
+	}
+	c.st.hints.Add(1)
+	return nil
+}
+
+// Migrate moves the connection to a new local UDP address (QUIC connection
+// migration, RFC 9000 §9): a new socket, a path probed with
+// PATH_CHALLENGE, then switched to. Packets keep flowing on the old path
+// until the switch. The old socket stays open (quic-go closes a
+// connection with the transport it was dialed on) until Close.
+func (c *Client) Migrate(ctx context.Context, localAddr string) error {
+	udp, err := net.ListenPacket("udp", localAddr)
+	if err != nil {
+		return fmt.Errorf("tunnel: migrate to %q: %w", localAddr, err)
+	}
+	tr := &quic.Transport{Conn: udp}
+	path, err := c.qc.AddPath(tr)
+	if err != nil {
+		tr.Close()
+		udp.Close()
+		return fmt.Errorf("tunnel: migrate to %q: %w", localAddr, err)
+	}
+	if err := path.Probe(ctx); err != nil {
+		path.Close()
+		tr.Close()
+		udp.Close()
+		return fmt.Errorf("tunnel: migrate to %q: probing: %w", localAddr, err)
+	}
+	if err := path.Switch(); err != nil {
+		path.Close()
+		tr.Close()
+		udp.Close()
+		return fmt.Errorf("tunnel: migrate to %q: switching: %w", localAddr, err)
+	}
+	c.trMu.Lock()
+	old := c.local
+	c.transports = append(c.transports, tr)
+	c.sockets = append(c.sockets, udp)
+	c.local = udp.LocalAddr()
+	c.trMu.Unlock()
+	c.st.migrations.Add(1)
+	c.log.Info("migrated", zap.Stringer("from", old), zap.Stringer("to", udp.LocalAddr()))
+	return nil
+}
+
+// Stats returns the counters.
+func (c *Client) Stats() ClientStats {
+	return ClientStats{
+		PacketsUp: c.st.packetsUp.Load(), BytesUp: c.st.bytesUp.Load(),
+		PacketsDown: c.st.packetsDown.Load(), BytesDown: c.st.bytesDown.Load(),
+		DropUpQueueFull: c.up.dropped.Load(), DropDownQueueFull: c.down.dropped.Load(),
+		DropInvalid: c.st.invalid.Load(), DropNATConflict: c.st.natConflict.Load(),
+		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
+		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(),
+	}
+}
+
+// ConnectionStats are quic-go's statistics of the connection (RTT, ...),
+// which the bench reports as the tunnel's own RTT.
+func (c *Client) ConnectionStats() quic.ConnectionStats { return c.qc.ConnectionStats() }
+
+// Close ends the session and the connection.
+func (c *Client) Close() error {
+	if c.closed.Swap(true) {
+		return nil
+	}
+	c.up.close()
+	c.down.close()
+	if c.ip != nil {
+		c.ip.Close()
+	}
+	if c.qc != nil {
+		c.qc.CloseWithError(0, "")
+	}
+	c.cancel()
+	c.wg.Wait()
+	c.trMu.Lock()
+	defer c.trMu.Unlock()
+	for _, tr := range c.transports {
+		tr.Close()
+	}
+	for _, s := range c.sockets {
+		s.Close()
+	}
+	return nil
+}
