@@ -24,29 +24,29 @@ import "encoding/binary"
 // copies from the head equal (window included), the next sequence number
 // and, for IPv4, the next ID. Cutting the merged segment again therefore
 // gives back every packet byte for byte (with its own valid checksum), so
-// coalescing never merges away a rewrite. A dropped ACK is never in the
-// batch, and pure ACKs (no payload) are never merged, so nothing revives
-// it.
+// coalescing never merges away a rewrite, and a pure ACK (never merged)
+// is never moved across data of its own connection, where the peer would
+// take the older window last. A dropped ACK is never in the batch, so
+// nothing revives it.
 
-// groupKey names a coalescing flow: protocol, addresses, ports and, for
-// TCP, the acknowledgment number (wireguard-go keys its table on it too).
+// groupKey names a 5-tuple: protocol, addresses and ports.
 type groupKey struct {
 	addrs [32]byte
 	ports uint32
-	ack   uint32
 	proto uint8
 	v6    bool
 }
 
-// groupSlot is the last packet of one flow in the current run.
+// groupSlot is the last packet of one 5-tuple in the current run.
 type groupSlot struct {
 	key groupKey
 	idx int    // index of the packet in bufs
+	ack uint32 // TCP acknowledgment number
 	end uint32 // TCP: the sequence number after its payload
 	id  uint16 // IPv4 ID
 }
 
-// grouper holds the per-run flow slots; its slice is allocated once.
+// grouper holds the per-run slots; its slice is allocated once.
 type grouper struct {
 	slots []groupSlot
 }
@@ -55,40 +55,49 @@ func newGrouper(batch int) grouper {
 	return grouper{slots: make([]groupSlot, 0, batch)}
 }
 
-// candidate describes a packet that wireguard-go might merge.
+// candidate describes a TCP or UDP packet.
 type candidate struct {
 	key   groupKey
 	l3    int // IP header length
 	l4    int // transport header length
+	ack   uint32
 	seq   uint32
 	plen  int // payload length
 	id    uint16
 	isTCP bool
+	// merge: wireguard-go's GRO might merge the packet with another.
+	merge bool
 }
 
-// mergeCandidate reports whether wireguard-go's GRO could merge p with
-// another packet, and decodes what the run check needs. It is a superset
-// of wireguard-go's own test (a packet it accepts here but wireguard-go
-// would not costs at most an extra cut), never a subset.
-func mergeCandidate(p []byte, c *candidate) bool {
+// decodeCandidate reports whether p is a TCP or UDP packet the run check
+// must look at, with c.merge set when wireguard-go's GRO could merge it
+// with another. c.merge is a superset of wireguard-go's own test (a
+// packet it accepts here but wireguard-go would not costs at most an
+// extra cut), never a subset.
+func decodeCandidate(p []byte, c *candidate) bool {
+	c.merge = false
 	if len(p) < 20 {
 		return false
 	}
 	var proto uint8
 	switch p[0] >> 4 {
 	case 4:
-		if p[0]&0x0f != 5 || int(binary.BigEndian.Uint16(p[2:])) != len(p) {
-			return false // IPv4 options or a length mismatch: never merged
+		if int(binary.BigEndian.Uint16(p[2:])) != len(p) {
+			return false // a length mismatch: never merged
 		}
-		if binary.BigEndian.Uint16(p[6:])&0x3fff != 0 {
-			return false // a fragment
+		c.l3 = int(p[0]&0x0f) * 4
+		if c.l3 < 20 || c.l3 > len(p) {
+			return false
 		}
 		proto = p[9]
-		c.l3 = 20
 		c.key.v6 = false
 		copy(c.key.addrs[:8], p[12:20])
 		clear(c.key.addrs[8:])
 		c.id = binary.BigEndian.Uint16(p[4:])
+		if binary.BigEndian.Uint16(p[6:])&0x3fff != 0 {
+			return false // a fragment
+		}
+		c.merge = c.l3 == 20 // IPv4 options: never merged
 	case 6:
 		if len(p) < 40 || int(binary.BigEndian.Uint16(p[4:])) != len(p)-40 {
 			return false
@@ -98,6 +107,7 @@ func mergeCandidate(p []byte, c *candidate) bool {
 		c.key.v6 = true
 		copy(c.key.addrs[:], p[8:40])
 		c.id = 0
+		c.merge = true
 	default:
 		return false
 	}
@@ -113,9 +123,9 @@ func mergeCandidate(p []byte, c *candidate) bool {
 			return false
 		}
 		if f := t[13] &^ 0x08; f != 0x10 { // ACK, possibly with PSH
-			return false
+			c.merge = false
 		}
-		c.key.ack = binary.BigEndian.Uint32(t[8:])
+		c.ack = binary.BigEndian.Uint32(t[8:])
 		c.seq = binary.BigEndian.Uint32(t[4:])
 		c.isTCP = true
 	case 17:
@@ -123,7 +133,7 @@ func mergeCandidate(p []byte, c *candidate) bool {
 			return false
 		}
 		c.l4 = 8
-		c.key.ack = 0
+		c.ack = 0
 		c.seq = 0
 		c.isTCP = false
 	default:
@@ -131,7 +141,8 @@ func mergeCandidate(p []byte, c *candidate) bool {
 	}
 	c.key.ports = binary.BigEndian.Uint32(t[0:])
 	c.plen = len(t) - c.l4
-	return c.plen > 0
+	c.merge = c.merge && c.plen > 0
+	return true
 }
 
 // sameHeads reports whether every header byte the kernel's
@@ -168,39 +179,47 @@ func sameHeads(a, b []byte, c *candidate) bool {
 }
 
 // nextRun returns the end of the run of bufs that starts at start: the
-// first index at or after start+1 whose packet could be merged with an
-// earlier packet of the run without reproducing itself exactly, or
-// len(bufs). Packets are at bufs[i][offset:]; the caller has checked that
-// every buffer is at least offset long.
+// first index after start whose packet breaks the run, or len(bufs).
+// Within a run, the packets of a 5-tuple that has a mergeable packet are
+// all mergeable, each the exact continuation of the one before (same
+// acknowledgment number, same heads, next sequence number, next IPv4 ID).
+// So whatever wireguard-go merges is cut back into the same packets, and
+// nothing of that 5-tuple is reordered around a merged segment (a pure ACK
+// between two data segments of its connection ends the run). Packets are
+// at bufs[i][offset:]; the caller has checked that every buffer is at
+// least offset long.
 func (g *grouper) nextRun(bufs [][]byte, offset, start int) int {
 	g.slots = g.slots[:0]
 	var c candidate
 	for i := start; i < len(bufs); i++ {
 		p := bufs[i][offset:]
-		if !mergeCandidate(p, &c) {
+		if !decodeCandidate(p, &c) {
 			continue
 		}
 		s := g.find(&c.key)
 		if s == nil {
+			if !c.merge {
+				continue
+			}
 			if len(g.slots) == cap(g.slots) {
 				return i // more flows than slots: cut (never happens with batch-sized slots)
 			}
 			g.slots = append(g.slots, groupSlot{key: c.key})
 			s = &g.slots[len(g.slots)-1]
 		} else {
-			prev := bufs[s.idx][offset:]
-			ok := sameHeads(prev, p, &c)
+			ok := c.merge && c.ack == s.ack && sameHeads(bufs[s.idx][offset:], p, &c)
 			if ok && c.isTCP {
 				ok = c.seq == s.end
 			}
 			if ok && !c.key.v6 {
 				ok = c.id == s.id+1
 			}
-			if !ok {
+			if !ok && i > start {
 				return i
 			}
 		}
 		s.idx = i
+		s.ack = c.ack
 		s.end = c.seq + uint32(c.plen)
 		s.id = c.id
 	}
