@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	wgtun "golang.zx2c4.com/wireguard/tun"
 	"golang.org/x/sys/unix"
+	wgtun "golang.zx2c4.com/wireguard/tun"
 )
 
 // VirtioNetHdrLen is the size of the virtio-net header (struct
