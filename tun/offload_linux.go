@@ -53,17 +53,6 @@ type Offload struct {
 	frames, segments, writes, runs atomic.Uint64
 }
 
-// OffloadStats counts the offload device's work.
-type OffloadStats struct {
-	// Frames is how many Read calls returned packets; Segments how many
-	// packets they returned (Segments/Frames is the split factor).
-	Frames, Segments uint64
-	// Writes is how many batches Write took, Runs how many calls to
-	// wireguard-go's Write they took (runs > writes when a batch had to be
-	// cut to keep a verdict; see group.go).
-	Writes, Runs uint64
-}
-
 // OffloadConfig says how to create the device.
 type OffloadConfig struct {
 	Name string // interface name; "" lets the kernel choose (tunN)

@@ -126,3 +126,14 @@ type Config struct {
 	BatchSize int    // water only: packets per Read; 0 means 64
 	Offload   OffloadMode
 }
+
+// OffloadStats counts the offload device's work.
+type OffloadStats struct {
+	// Frames is how many Read calls returned packets; Segments how many
+	// packets they returned (Segments/Frames is the split factor).
+	Frames, Segments uint64
+	// Writes is how many batches Write took, Runs how many calls to
+	// wireguard-go's Write they took (runs > writes when a batch had to be
+	// cut to keep a verdict; see group.go).
+	Writes, Runs uint64
+}
