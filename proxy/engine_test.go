@@ -588,8 +588,8 @@ func TestEngineRunDevicesBurst(t *testing.T) {
 			send(burst)
 			out := recv(len(burst))
 			for i, p := range out {
-				var q Parsed
-				if !q.Decode(p) || !TCPChecksumValid(p, &q) {
+				var q packet.Parsed
+				if !q.Decode(p) || !packet.TCPChecksumValid(p, &q) {
 					t.Fatalf("segment %d: bad checksum or unparseable", i)
 				}
 				j := int(q.Seq-2) / mss
@@ -598,9 +598,9 @@ func TestEngineRunDevicesBurst(t *testing.T) {
 				}
 				want := bytes.Clone(burst[j])
 				if v := verdicts[2+j]; v.Action == m2ho.Rewrite {
-					var w Parsed
+					var w packet.Parsed
 					w.Decode(want)
-					setTCPWindow(want, &w, v.Window)
+					packet.SetTCPWindow(want, &w, v.Window)
 				}
 				if !bytes.Equal(p, want) {
 					t.Fatalf("segment %d (seq %d): window %d, want %d; bytes differ", i, j, q.Window, windowOf(want))
