@@ -36,6 +36,7 @@ import (
 type runConfig struct {
 	TUN            string        `yaml:"tun"`
 	MTU            int           `yaml:"mtu"`
+	TUNOffload     string        `yaml:"tun-offload"`
 	TetherIf       string        `yaml:"tether-if"`
 	UplinkIf       string        `yaml:"uplink-if"`
 	TetherNets     []string      `yaml:"tether-net"`
@@ -59,6 +60,7 @@ func defaultRunConfig() runConfig {
 	return runConfig{
 		TUN:            "m2ho0",
 		MTU:            1500,
+		TUNOffload:     "auto",
 		Table:          tun.DefaultRoutingTable,
 		Socket:         "/run/m2ho/signal.sock",
 		SignalTimeout:  m2ho.DefaultSignalLoss,
@@ -129,6 +131,7 @@ Example (as root):
 	fs.StringVar(&configPath, "config", "", "YAML file with the same keys as these flags (flags win)")
 	fs.StringVar(&c.TUN, "tun", c.TUN, "name of the TUN device to create")
 	fs.IntVar(&c.MTU, "mtu", c.MTU, "MTU of the TUN device")
+	fs.StringVar(&c.TUNOffload, "tun-offload", c.TUNOffload, "TUN offloads (virtio-net header, TSO/USO, batches of 128): auto (fall back to one packet per system call where the kernel refuses), on (fail instead), off")
 	fs.StringVar(&c.TetherIf, "tether-if", c.TetherIf, "interface facing the tethered laptop (required unless --no-routing)")
 	fs.StringVar(&c.UplinkIf, "uplink-if", c.UplinkIf, "interface facing the network (required unless --no-routing)")
 	fs.StringSliceVar(&c.TetherNets, "tether-net", c.TetherNets, "tethered side's prefixes (default: the addresses of --tether-if)")
@@ -226,6 +229,9 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 	}
 	if c.NoRouting && c.TetherIf == "" && len(c.TetherNets) == 0 {
 		return nil, 0, nil, errors.New("--no-routing needs --tether-net (or --tether-if to read its addresses)")
+	}
+	if _, err = tun.ParseOffloadMode(c.TUNOffload); err != nil {
+		return nil, 0, nil, fmt.Errorf("--tun-offload: %w", err)
 	}
 	if rules, err = proxy.ParseRules(c.Flows); err != nil {
 		return nil, 0, nil, fmt.Errorf("--flow: %w", err)
@@ -358,12 +364,17 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		StableRate:     toggle(c.StableRate),
 	})
 
-	dev, err := tun.OpenLinux(tun.LinuxConfig{Name: c.TUN, MTU: c.MTU})
+	offload, err := tun.ParseOffloadMode(c.TUNOffload)
+	if err != nil {
+		return fmt.Errorf("--tun-offload: %w", err)
+	}
+	dev, note, err := tun.Open(tun.Config{Name: c.TUN, MTU: c.MTU, Offload: offload})
 	if err != nil {
 		return err
 	}
 	undo = append(undo, func() { dev.Close() })
-	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d)\n", dev.Name(), dev.MTU())
+	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d): %s\n", dev.Name(), dev.MTU(), note)
+	log.Info("TUN device", zap.String("name", dev.Name()), zap.String("tun_offload", offload.String()), zap.String("device", note))
 
 	if !c.NoRouting {
 		r, err := tun.SetupRouting(tun.RoutingConfig{TetherIf: c.TetherIf, UplinkIf: c.UplinkIf, TUN: dev.Name(), Table: c.Table})
