@@ -14,16 +14,6 @@ import (
 	wgtun "golang.zx2c4.com/wireguard/tun"
 )
 
-// VirtioNetHdrLen is the size of the virtio-net header (struct
-// virtio_net_hdr) the kernel puts in front of every packet of a TUN opened
-// with IFF_VNET_HDR; it is the offload device's head-room.
-const VirtioNetHdrLen = 10
-
-// MaxSegment is the largest packet the offload device builds when it
-// coalesces on Write, and the largest frame the kernel hands to Read
-// before the split (an IP packet's 16-bit length).
-const MaxSegment = 65535
-
 // Offload is a kernel TUN device with the kernel's offloads, on
 // wireguard-go's tun package: IFF_VNET_HDR, TSO4/TSO6 with checksum offload
 // and, where the kernel has it (Linux 6.2), USO. Read receives one frame of

@@ -137,3 +137,13 @@ type OffloadStats struct {
 	// cut to keep a verdict; see group.go).
 	Writes, Runs uint64
 }
+
+// VirtioNetHdrLen is the size of the virtio-net header (struct
+// virtio_net_hdr) the kernel puts in front of every packet of a TUN opened
+// with IFF_VNET_HDR; it is the offload device's head-room.
+const VirtioNetHdrLen = 10
+
+// MaxSegment is the largest packet the offload device builds when it
+// coalesces on Write, and the largest frame the kernel hands to Read
+// before the split (an IP packet's 16-bit length).
+const MaxSegment = 65535
