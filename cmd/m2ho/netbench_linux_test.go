@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"testing"
@@ -87,6 +88,9 @@ func TestNetBench(t *testing.T) {
 	if s, err := strconv.Atoi(os.Getenv("M2HO_NETBENCH_SECS")); err == nil && s > 0 {
 		secs = s
 	}
+	// M2HO_NETBENCH_PPROF=dir writes CPU profiles of the no-op forwarder
+	// on the offload device (this process) and of each m2ho run there.
+	profDir := os.Getenv("M2HO_NETBENCH_PPROF")
 	c := newChain(t)
 	o := netns.Iperf3Options{Seconds: secs, CC: "cubic", Reverse: true}
 	var rows []netbenchRow
@@ -124,7 +128,18 @@ func TestNetBench(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		measure(fw.name, os.Getpid())
+		if profDir != "" && fw.mode == tun.OffloadOn {
+			pf, err := os.Create(filepath.Join(profDir, "noop-offload.pprof"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			pprof.StartCPUProfile(pf)
+			measure(fw.name, os.Getpid())
+			pprof.StopCPUProfile()
+			pf.Close()
+		} else {
+			measure(fw.name, os.Getpid())
+		}
 		rows[len(rows)-1].Device = f.Device
 		up, down := f.UplinkPackets.Load(), f.DownlinkPackets.Load()
 		if err := f.Close(); err != nil {
@@ -137,7 +152,11 @@ func TestNetBench(t *testing.T) {
 	}
 
 	runDaemonCase := func(name string, feed bool, args ...string) {
-		d := startDaemon(t, c, append([]string{"--tun-offload", "on"}, args...)...)
+		pre := []string{"--tun-offload", "on"}
+		if profDir != "" {
+			pre = append(pre, "--cpu-profile", filepath.Join(profDir, strings.NewReplacer(" ", "", "=", "-").Replace(name)+".pprof"))
+		}
+		d := startDaemon(t, c, append(pre, args...)...)
 		var stop chan struct{}
 		done := make(chan struct{})
 		if feed {

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -54,6 +55,9 @@ type runConfig struct {
 	MaxFlows       int           `yaml:"max-flows"`
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
+	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
+	// of the whole run, for `make netbench`'s profile.
+	CPUProfile string `yaml:"-"`
 }
 
 func defaultRunConfig() runConfig {
@@ -149,6 +153,8 @@ Example (as root):
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
+	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
+	fs.MarkHidden("cpu-profile")
 	return cmd
 }
 
@@ -206,7 +212,9 @@ func configFields(c *runConfig) map[string]any {
 	v := reflect.ValueOf(c).Elem()
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		out[t.Field(i).Tag.Get("yaml")] = v.Field(i).Addr().Interface()
+		if k := t.Field(i).Tag.Get("yaml"); k != "-" {
+			out[k] = v.Field(i).Addr().Interface()
+		}
 	}
 	return out
 }
@@ -214,9 +222,11 @@ func configFields(c *runConfig) map[string]any {
 // configKeys lists the YAML keys in declaration order.
 func configKeys() []string {
 	t := reflect.TypeOf(runConfig{})
-	keys := make([]string, t.NumField())
-	for i := range keys {
-		keys[i] = t.Field(i).Tag.Get("yaml")
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		if k := t.Field(i).Tag.Get("yaml"); k != "-" {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }
@@ -322,6 +332,17 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 
 	var undo []func()
 	defer func() {
