@@ -257,6 +257,84 @@ func TestNextRunAllocatesNothing(t *testing.T) {
 	}
 }
 
+// fuzzFlow is one connection of a fuzzed batch.
+type fuzzFlow struct {
+	src      netip.AddrPort
+	seq, ack uint32
+	id       uint16
+	ts       uint32
+}
+
+func fuzzFlows() []*fuzzFlow {
+	return []*fuzzFlow{
+		{src: netip.MustParseAddrPort("10.1.0.2:1000"), seq: 1},
+		{src: netip.MustParseAddrPort("10.1.0.3:1001"), seq: 0xffffff00},
+		{src: netip.MustParseAddrPort("[fd00::2]:1002"), seq: 77},
+		{src: netip.MustParseAddrPort("[fd00::3]:1003"), seq: 1 << 31},
+	}
+}
+
+// genBatch turns fuzz data into the batch a proxy writes: three bytes a
+// segment over the four flows (in order or not, data or pure ACKs or
+// other flags, timestamps changing or not, IPv4 IDs in step or not), each
+// with a fuzzed verdict applied (pass, lower the window, drop a pure ACK:
+// a dropped one is not in the batch). At most 128 segments.
+func genBatch(data []byte, flows []*fuzzFlow, dst4, dst6 netip.AddrPort) [][]byte {
+	var want [][]byte
+	for n := 0; len(data) >= 3 && n < 128; n++ {
+		a, b, c := data[0], data[1], data[2]
+		data = data[3:]
+		fl := flows[a&3]
+		dst := dst4
+		if fl.src.Addr().Is6() {
+			dst = dst6
+		}
+		if a&0x10 != 0 {
+			fl.ts++
+		}
+		var opts []byte
+		if b&0x80 != 0 {
+			opts = tcpTSOpts(fl.ts, 5)
+		}
+		l3 := 20
+		if fl.src.Addr().Is6() {
+			l3 = 40
+		}
+		plen := min(int(b&0x3f)*23, 1500-l3-20-len(opts)) // within a 1500-byte MTU
+		flags := uint8(0x10)
+		switch a >> 5 {
+		case 1:
+			flags |= 0x08 // PSH
+		case 2:
+			flags = 0x11 // FIN
+		case 3:
+			flags = 0x12 // SYN|ACK
+		}
+		if a&0x04 != 0 {
+			fl.seq += 5000 // a gap
+		}
+		if a&0x08 != 0 {
+			fl.id += 3
+		}
+		if b&0x40 != 0 {
+			fl.ack += 1000
+		}
+		p := tcpPacket(seg{src: fl.src, dst: dst, seq: fl.seq, ack: fl.ack, flags: flags, window: 4000,
+			id: fl.id, opts: opts, payloadLen: plen, fill: c})
+		fl.seq += uint32(plen)
+		fl.id++
+		pure := plen == 0 && flags == 0x10
+		switch {
+		case c&3 == 1:
+			setWindow(p, 4000-uint16(c))
+		case c&3 == 2 && pure:
+			continue // dropped: never in the batch
+		}
+		want = append(want, p)
+	}
+	return want
+}
+
 // FuzzWriteRuns drives the write path's invariants: a fuzzed sequence of
 // segments over a few flows (in order or not, data or pure ACKs or other
 // flags, IPv4 or IPv6, timestamps changing or not), a fuzzed proxy verdict
@@ -270,68 +348,7 @@ func FuzzWriteRuns(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 0, 0, 2, 0, 0, 1, 0, 0, 0, 3, 0, 0})
 	f.Add([]byte{0x10, 0x81, 0x02, 0x11, 0x00, 0x44, 0x90, 0x05, 0x11})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		type flow struct {
-			src      netip.AddrPort
-			seq, ack uint32
-			id       uint16
-			ts       uint32
-		}
-		flows := []*flow{
-			{src: netip.MustParseAddrPort("10.1.0.2:1000"), seq: 1},
-			{src: netip.MustParseAddrPort("10.1.0.3:1001"), seq: 0xffffff00},
-			{src: netip.MustParseAddrPort("[fd00::2]:1002"), seq: 77},
-			{src: netip.MustParseAddrPort("[fd00::3]:1003"), seq: 1 << 31},
-		}
-		dst4, dst6 := netip.MustParseAddrPort("10.2.0.1:443"), netip.MustParseAddrPort("[fd00:1::1]:443")
-		var want [][]byte
-		for n := 0; len(data) >= 3 && n < 128; n++ {
-			a, b, c := data[0], data[1], data[2]
-			data = data[3:]
-			fl := flows[a&3]
-			dst := dst4
-			if fl.src.Addr().Is6() {
-				dst = dst6
-			}
-			plen := int(b&0x3f) * 23 // 0..1449
-			flags := uint8(0x10)
-			switch a >> 5 {
-			case 1:
-				flags |= 0x08 // PSH
-			case 2:
-				flags = 0x11 // FIN
-			case 3:
-				flags = 0x12 // SYN|ACK
-			}
-			if a&0x04 != 0 {
-				fl.seq += 5000 // a gap
-			}
-			if a&0x08 != 0 {
-				fl.id += 3
-			}
-			if a&0x10 != 0 {
-				fl.ts++
-			}
-			if b&0x40 != 0 {
-				fl.ack += 1000
-			}
-			var opts []byte
-			if b&0x80 != 0 {
-				opts = tcpTSOpts(fl.ts, 5)
-			}
-			p := tcpPacket(seg{src: fl.src, dst: dst, seq: fl.seq, ack: fl.ack, flags: flags, window: 4000,
-				id: fl.id, opts: opts, payloadLen: plen, fill: c})
-			fl.seq += uint32(plen)
-			fl.id++
-			// The proxy's verdict.
-			pure := plen == 0 && flags == 0x10
-			switch {
-			case c&3 == 1:
-				setWindow(p, 4000-uint16(c))
-			case c&3 == 2 && pure:
-				continue // dropped: never in the batch
-			}
-			want = append(want, p)
-		}
+		want := genBatch(data, fuzzFlows(), netip.MustParseAddrPort("10.2.0.1:443"), netip.MustParseAddrPort("[fd00:1::1]:443"))
 		snap := make([][]byte, len(want))
 		for i, p := range want {
 			snap[i] = append([]byte(nil), p...)
