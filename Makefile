@@ -81,8 +81,10 @@ replay-demo: build
 	./$(BIN) replay configs/example-drive.jsonl
 
 # netbench: iperf3 CUBIC download through one netns chain, in the same run:
-# kernel forwarding, the no-op TUN forwarder, `m2ho run` in pass and m2ho
-# modes (needs root, iperf3, ip); prints a table with ratios to the no-op.
+# kernel forwarding, the no-op TUN forwarder on water and on the offload
+# device, `m2ho run` in pass and m2ho modes on the offload device; writes
+# bench-out/netbench.json and prints a table with ratios and CPU per Gbit/s
+# (needs root, iperf3, ip).
 netbench: deps
 	M2HO_NETBENCH=1 $(GO) test -count=1 -run '^TestNetBench$$' -timeout 10m -v ./cmd/m2ho
 

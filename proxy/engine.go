@@ -55,7 +55,8 @@ type EngineConfig struct {
 	IdleTimeout, ClosedTimeout time.Duration
 	// ExpireEvery is how often Run expires flows while no packets arrive.
 	ExpireEvery time.Duration
-	// Offset is the head-room Run leaves in front of each packet buffer.
+	// Offset is the head-room Run leaves in front of each packet buffer;
+	// Run leaves at least what the device asks for (tun.LayoutOf).
 	Offset int
 	// Now is Run's clock (time.Now if nil). Process takes now explicitly.
 	Now func() time.Time
@@ -390,10 +391,12 @@ func (e *Engine) Run(ctx context.Context) error {
 	if err := e.cfg.Validate(); err != nil {
 		return err
 	}
-	off := e.cfg.Offset
+	// The device's layout: head-room for its own header (the offload
+	// device's virtio-net header) and room to merge segments in place.
+	lay := tun.LayoutOf(e.dev)
+	off := max(e.cfg.Offset, lay.Headroom)
 	bs := max(e.dev.BatchSize(), 1)
-	// One spare byte beyond the MTU lets a device detect an oversize packet.
-	size := off + max(e.dev.MTU(), 576) + 1
+	size := off + lay.BufSize
 	bufs := make([][]byte, bs)
 	for i := range bufs {
 		bufs[i] = make([]byte, size)
@@ -433,7 +436,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				}
 			}
 			e.mu.Unlock()
-			if err := e.write(out); err != nil {
+			if err := e.write(out, off); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -444,7 +447,7 @@ func (e *Engine) Run(ctx context.Context) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if errors.Is(rerr, tun.ErrTooBig) {
+			if tun.IsPacketError(rerr) {
 				e.Do(func() { e.stats.ReadErrors++ })
 				continue
 			}
@@ -455,8 +458,7 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // write sends out, skipping (and counting) a packet the device refuses;
 // it fails only when the device is closed.
-func (e *Engine) write(out [][]byte) error {
-	off := e.cfg.Offset
+func (e *Engine) write(out [][]byte, off int) error {
 	for len(out) > 0 {
 		n, err := e.dev.Write(out, off)
 		e.mu.Lock()

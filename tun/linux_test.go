@@ -84,18 +84,38 @@ func udp4(src, dst net.IP, sport, dport uint16, payload []byte) []byte {
 	return p
 }
 
-// TestLinuxKernelRoundTrip creates a real TUN in a private namespace, routes
+// kernelDevices are the kernel TUN devices every device test runs on.
+var kernelDevices = []struct {
+	name  string
+	open  func(name string, mtu int) (Device, error)
+	batch int
+}{
+	{"water", func(name string, mtu int) (Device, error) {
+		return OpenLinux(LinuxConfig{Name: name, MTU: mtu, BatchSize: 8})
+	}, 8},
+	{"offload", func(name string, mtu int) (Device, error) {
+		return OpenOffload(OffloadConfig{Name: name, MTU: mtu})
+	}, 128},
+}
+
+// TestKernelRoundTrip creates a real TUN in a private namespace, routes
 // a /24 to it, and checks both directions through the kernel: a UDP
 // datagram sent by a socket comes out of Read, and a packet given to Write
-// is delivered to the socket.
-func TestLinuxKernelRoundTrip(t *testing.T) {
+// is delivered to the socket. It runs on every kernel device.
+func TestKernelRoundTrip(t *testing.T) {
+	for _, kd := range kernelDevices {
+		t.Run(kd.name, func(t *testing.T) { testKernelRoundTrip(t, kd.open, kd.batch) })
+	}
+}
+
+func testKernelRoundTrip(t *testing.T, open func(string, int) (Device, error), batch int) {
 	ns := enterTestNetns(t)
-	dev, err := OpenLinux(LinuxConfig{Name: "m2hotest0", MTU: 1400, BatchSize: 8})
+	dev, err := open("m2hotest0", 1400)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	if dev.Name() != "m2hotest0" || dev.MTU() != 1400 || dev.BatchSize() != 8 {
+	if dev.Name() != "m2hotest0" || dev.MTU() != 1400 || dev.BatchSize() != batch {
 		t.Fatalf("device = %q mtu %d batch %d", dev.Name(), dev.MTU(), dev.BatchSize())
 	}
 	if out := run(t, "ip", "-n", ns, "link", "show", "m2hotest0"); !strings.Contains(out, "mtu 1400") {
@@ -119,19 +139,21 @@ func TestLinuxKernelRoundTrip(t *testing.T) {
 	}
 	timer := time.AfterFunc(10*time.Second, func() { dev.Close() })
 	defer timer.Stop()
+	lay := LayoutOf(dev)
+	off := max(4, lay.Headroom)
 	bufs := make([][]byte, 8)
 	for i := range bufs {
-		bufs[i] = make([]byte, 4+1500)
+		bufs[i] = make([]byte, off+lay.BufSize)
 	}
 	sizes := make([]int, 8)
 	found := false
 	for !found {
-		n, err := dev.Read(bufs, sizes, 4)
+		n, err := dev.Read(bufs, sizes, off)
 		if err != nil {
 			t.Fatalf("Read: %v (no UDP packet seen)", err)
 		}
 		for i := 0; i < n; i++ {
-			p := bufs[i][4 : 4+sizes[i]]
+			p := bufs[i][off : off+sizes[i]]
 			if len(p) >= 28 && p[0]>>4 == 4 && p[9] == unix.IPPROTO_UDP &&
 				net.IP(p[16:20]).Equal(peer) && binary.BigEndian.Uint16(p[22:]) == 9999 {
 				if !bytes.Equal(p[28:], []byte("to-tun")) || binary.BigEndian.Uint16(p[20:]) != lport {
@@ -144,8 +166,8 @@ func TestLinuxKernelRoundTrip(t *testing.T) {
 
 	// Device → kernel, with head-room in the buffer.
 	pkt := udp4(peer, local, 9999, lport, []byte("from-tun"))
-	buf := append(make([]byte, 4), pkt...)
-	if n, err := dev.Write([][]byte{buf}, 4); n != 1 || err != nil {
+	buf := append(make([]byte, off), pkt...)
+	if n, err := dev.Write([][]byte{buf}, off); n != 1 || err != nil {
 		t.Fatalf("Write = %d, %v", n, err)
 	}
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))

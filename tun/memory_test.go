@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 )
@@ -72,5 +73,23 @@ func TestChannelTUNCloseUnblocksRead(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Read still blocked after Close")
+	}
+}
+
+func TestLayoutOfDefault(t *testing.T) {
+	if l := LayoutOf(NewChannelTUN(1500, 1)); l.Headroom != 0 || l.BufSize != 1501 {
+		t.Errorf("LayoutOf(ChannelTUN 1500) = %+v, want no head-room and 1501 bytes", l)
+	}
+	if l := LayoutOf(NewChannelTUN(100, 1)); l.BufSize != 577 {
+		t.Errorf("LayoutOf(ChannelTUN 100) = %+v, want 577 bytes", l)
+	}
+	for _, s := range []string{"auto", "on", "off"} {
+		m, err := ParseOffloadMode(s)
+		if err != nil || m.String() != s {
+			t.Errorf("ParseOffloadMode(%q) = %v, %v", s, m, err)
+		}
+	}
+	if _, err := ParseOffloadMode("yes"); err == nil || !strings.Contains(err.Error(), "auto, on or off") {
+		t.Errorf("ParseOffloadMode(yes) = %v", err)
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/m2ho/m2ho/tun"
 )
 
 // transfer sends size pseudo-random bytes from a listener in the server
@@ -101,8 +103,18 @@ func cmdOut(t *testing.T, cmd *exec.Cmd) string {
 // TestNoopTUNForwarderTransfer is the packet path of DESIGN.md with a
 // forwarder that changes nothing: every packet of both directions must
 // cross the TUN, TCP must deliver 20 MB intact, and Close must leave no
-// rule, route, link or namespace behind.
+// rule, route, link or namespace behind. It runs on water and on the
+// offload device; there the transfers cross the TUN as 64 KiB frames, split
+// into MSS-sized packets on read and merged again on write.
 func TestNoopTUNForwarderTransfer(t *testing.T) {
+	for _, m := range []tun.OffloadMode{tun.OffloadOff, tun.OffloadOn} {
+		t.Run(map[tun.OffloadMode]string{tun.OffloadOff: "water", tun.OffloadOn: "offload"}[m], func(t *testing.T) {
+			testNoopTUNForwarderTransfer(t, m)
+		})
+	}
+}
+
+func testNoopTUNForwarderTransfer(t *testing.T, mode tun.OffloadMode) {
 	need(t)
 	// Unique, so that the host check below cannot see another test's TUN.
 	tunName := fmt.Sprintf("m2t%d", os.Getpid())
@@ -120,10 +132,11 @@ func TestNoopTUNForwarderTransfer(t *testing.T) {
 	}
 	before := state()
 
-	f, err := StartNoopForwarder(c, tunName)
+	f, err := StartNoopForwarderOn(c, tunName, mode)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Log(f.Device)
 	for _, d := range f.Routing() {
 		t.Log(d)
 	}
@@ -158,6 +171,15 @@ func TestNoopTUNForwarderTransfer(t *testing.T) {
 		if up == 0 {
 			t.Errorf("%s: forwarder saw no uplink packets (ACKs)", tc.dst)
 		}
+	}
+	if od, ok := f.dev.(*tun.Offload); ok {
+		st := od.Stats()
+		t.Logf("offload device: %+v", st)
+		if st.Segments <= 2*st.Frames {
+			t.Errorf("offload device: %d packets from %d frames: the kernel's large frames were not split", st.Segments, st.Frames)
+		}
+	} else if mode == tun.OffloadOn {
+		t.Errorf("forwarder opened %T with offloads on", f.dev)
 	}
 	if o, w := f.OtherPackets.Load(), f.WriteErrors.Load(); o != 0 || w != 0 {
 		t.Errorf("forwarder: %d packets not to/from the laptop, %d write errors", o, w)

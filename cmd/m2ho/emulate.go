@@ -18,6 +18,7 @@ import (
 	"github.com/m2ho/m2ho/bench/emu/driver"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
+	"github.com/m2ho/m2ho/tun"
 )
 
 type emulateFlags struct {
@@ -28,6 +29,7 @@ type emulateFlags struct {
 	signalSocket  string
 	out           string
 	tun           string
+	tunOffload    string
 	ueIf, netIf   string
 	ueNets        []string
 	lateThreshold float64
@@ -38,7 +40,7 @@ type emulateFlags struct {
 // newEmulateCmd is `m2ho emulate`: the real-time driver of the link model
 // (bench/emu) on a TUN device inside the emulator's network namespace.
 func newEmulateCmd(g *globalFlags) *cobra.Command {
-	f := emulateFlags{scenario: "mixed-drive", scale: 1, out: "emulate-out", tun: "emu0",
+	f := emulateFlags{scenario: "mixed-drive", scale: 1, out: "emulate-out", tun: "emu0", tunOffload: "auto",
 		ueIf: "emu-in", netIf: "emu-out", lateThreshold: 1, rtPriority: 20}
 	cmd := &cobra.Command{
 		Use:   "emulate [flags]",
@@ -122,6 +124,7 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 	fl.StringVar(&f.signalSocket, "signal-socket", "", "the proxy's signalling socket to publish events to (empty: none)")
 	fl.StringVar(&f.out, "out", f.out, "output directory")
 	fl.StringVar(&f.tun, "tun", f.tun, "TUN device to create")
+	fl.StringVar(&f.tunOffload, "tun-offload", f.tunOffload, "TUN offloads (64 KiB frames split on read, merged on write, batches of 128): auto (fall back to one packet per system call where the kernel refuses), on (fail instead), off")
 	fl.StringVar(&f.ueIf, "ue-if", f.ueIf, "interface facing the phone (UE side)")
 	fl.StringVar(&f.netIf, "net-if", f.netIf, "interface facing the server (network side)")
 	fl.StringSliceVar(&f.ueNets, "ue-net", nil, "UE-side prefixes, packets to them go down the link (default: the routes through --ue-if)")
@@ -186,7 +189,11 @@ func runEmulate(ctx context.Context, f emulateFlags, log *zap.Logger) error {
 	if err != nil {
 		return fmt.Errorf("--ue-net: %w", err)
 	}
-	link, err := driver.OpenLink(driver.LinkConfig{TUN: f.tun, UEIf: f.ueIf, NetIf: f.netIf, UENets: nets})
+	offload, err := tun.ParseOffloadMode(f.tunOffload)
+	if err != nil {
+		return fmt.Errorf("--tun-offload: %w", err)
+	}
+	link, err := driver.OpenLink(driver.LinkConfig{TUN: f.tun, UEIf: f.ueIf, NetIf: f.netIf, UENets: nets, Offload: offload})
 	if err != nil {
 		return err
 	}
@@ -198,7 +205,7 @@ func runEmulate(ctx context.Context, f emulateFlags, log *zap.Logger) error {
 	dur := scn.Config.Duration
 	log.Info("emulating",
 		zap.String("scenario", scn.Name), zap.String("source", scn.Source), zap.Float64("scale", scn.Config.Scale),
-		zap.Duration("duration", dur), zap.String("tun", f.tun), zap.String("ue_nets", emu.FormatPrefixes(link.UENets)),
+		zap.Duration("duration", dur), zap.String("tun", f.tun), zap.String("tun_offload", offload.String()), zap.String("device", link.Device), zap.String("ue_nets", emu.FormatPrefixes(link.UENets)),
 		zap.Strings("routing", link.Routing()), zap.String("out", f.out))
 	d, err := driver.NewDriver(driver.DriverConfig{
 		Scenario: scn, Seed: f.seed, Duration: dur, SignalSocket: f.signalSocket, OutDir: f.out,

@@ -12,6 +12,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"reflect"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -37,6 +38,7 @@ import (
 type runConfig struct {
 	TUN            string        `yaml:"tun"`
 	MTU            int           `yaml:"mtu"`
+	TUNOffload     string        `yaml:"tun-offload"`
 	TetherIf       string        `yaml:"tether-if"`
 	UplinkIf       string        `yaml:"uplink-if"`
 	TetherNets     []string      `yaml:"tether-net"`
@@ -54,12 +56,16 @@ type runConfig struct {
 	MaxFlows       int           `yaml:"max-flows"`
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
+	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
+	// of the whole run, for `make netbench`'s profile.
+	CPUProfile string `yaml:"-"`
 }
 
 func defaultRunConfig() runConfig {
 	return runConfig{
 		TUN:            "m2ho0",
 		MTU:            1500,
+		TUNOffload:     "auto",
 		Table:          tun.DefaultRoutingTable,
 		Socket:         "/run/m2ho/signal.sock",
 		SignalTimeout:  m2ho.DefaultSignalLoss,
@@ -130,6 +136,7 @@ Example (as root):
 	fs.StringVar(&configPath, "config", "", "YAML file with the same keys as these flags (flags win)")
 	fs.StringVar(&c.TUN, "tun", c.TUN, "name of the TUN device to create")
 	fs.IntVar(&c.MTU, "mtu", c.MTU, "MTU of the TUN device")
+	fs.StringVar(&c.TUNOffload, "tun-offload", c.TUNOffload, "TUN offloads (virtio-net header, TSO/USO, batches of 128): auto (fall back to one packet per system call where the kernel refuses), on (fail instead), off")
 	fs.StringVar(&c.TetherIf, "tether-if", c.TetherIf, "interface facing the tethered laptop (required unless --no-routing)")
 	fs.StringVar(&c.UplinkIf, "uplink-if", c.UplinkIf, "interface facing the network (required unless --no-routing)")
 	fs.StringSliceVar(&c.TetherNets, "tether-net", c.TetherNets, "tethered side's prefixes (default: the addresses of --tether-if)")
@@ -147,6 +154,8 @@ Example (as root):
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
+	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
+	fs.MarkHidden("cpu-profile")
 	return cmd
 }
 
@@ -204,7 +213,9 @@ func configFields(c *runConfig) map[string]any {
 	v := reflect.ValueOf(c).Elem()
 	t := v.Type()
 	for i := 0; i < t.NumField(); i++ {
-		out[t.Field(i).Tag.Get("yaml")] = v.Field(i).Addr().Interface()
+		if k := t.Field(i).Tag.Get("yaml"); k != "-" {
+			out[k] = v.Field(i).Addr().Interface()
+		}
 	}
 	return out
 }
@@ -212,9 +223,11 @@ func configFields(c *runConfig) map[string]any {
 // configKeys lists the YAML keys in declaration order.
 func configKeys() []string {
 	t := reflect.TypeOf(runConfig{})
-	keys := make([]string, t.NumField())
-	for i := range keys {
-		keys[i] = t.Field(i).Tag.Get("yaml")
+	var keys []string
+	for i := 0; i < t.NumField(); i++ {
+		if k := t.Field(i).Tag.Get("yaml"); k != "-" {
+			keys = append(keys, k)
+		}
 	}
 	return keys
 }
@@ -227,6 +240,9 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 	}
 	if c.NoRouting && c.TetherIf == "" && len(c.TetherNets) == 0 {
 		return nil, 0, nil, errors.New("--no-routing needs --tether-net (or --tether-if to read its addresses)")
+	}
+	if _, err = tun.ParseOffloadMode(c.TUNOffload); err != nil {
+		return nil, 0, nil, fmt.Errorf("--tun-offload: %w", err)
 	}
 	if rules, err = proxy.ParseRules(c.Flows); err != nil {
 		return nil, 0, nil, fmt.Errorf("--flow: %w", err)
@@ -317,6 +333,17 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.CPUProfile != "" {
+		f, err := os.Create(c.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 
 	var undo []func()
 	defer func() {
@@ -359,12 +386,17 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		StableRate:     toggle(c.StableRate),
 	})
 
-	dev, err := tun.OpenLinux(tun.LinuxConfig{Name: c.TUN, MTU: c.MTU})
+	offload, err := tun.ParseOffloadMode(c.TUNOffload)
+	if err != nil {
+		return fmt.Errorf("--tun-offload: %w", err)
+	}
+	dev, note, err := tun.Open(tun.Config{Name: c.TUN, MTU: c.MTU, Offload: offload})
 	if err != nil {
 		return err
 	}
 	undo = append(undo, func() { dev.Close() })
-	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d)\n", dev.Name(), dev.MTU())
+	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d): %s\n", dev.Name(), dev.MTU(), note)
+	log.Info("TUN device", zap.String("name", dev.Name()), zap.String("tun_offload", offload.String()), zap.String("device", note))
 
 	if !c.NoRouting {
 		r, err := tun.SetupRouting(tun.RoutingConfig{TetherIf: c.TetherIf, UplinkIf: c.UplinkIf, TUN: dev.Name(), Table: c.Table})

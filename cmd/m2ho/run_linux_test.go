@@ -505,13 +505,23 @@ func checkCleanedUp(t testing.TB, d *daemon, before string) {
 // TestRunPassTransfer: `m2ho run --default-mode pass` carries 100 MB
 // intact through its TUN; the packet counters see both directions and the
 // engine touches nothing; SIGTERM leaves the phone as it was.
-func TestRunPassTransfer(t *testing.T) {
+func TestRunPassTransfer(t *testing.T) { forEachTUN(t, testRunPassTransfer) }
+
+// forEachTUN runs a daemon test on the offload device and on water.
+func forEachTUN(t *testing.T, f func(t *testing.T, dev string, tunArgs ...string)) {
+	for _, dev := range []struct{ name, mode, says string }{
+		{"offload", "on", "offload device"}, {"water", "off", "water"}} {
+		t.Run(dev.name, func(t *testing.T) { f(t, dev.says, "--tun-offload", dev.mode) })
+	}
+}
+
+func testRunPassTransfer(t *testing.T, dev string, tunArgs ...string) {
 	needKernel(t)
 	c := newChain(t)
 	before := phoneState(t, c)
-	d := startDaemon(t, c, "--default-mode", "pass")
+	d := startDaemon(t, c, append(tunArgs, "--default-mode", "pass")...)
 	out := d.stdout.String()
-	for _, want := range []string{"TUN " + daemonTUN, "rule add pref 1000 iif tether0 lookup 100", "route add default dev " + daemonTUN,
+	for _, want := range []string{"TUN " + daemonTUN, "(mtu 1500): " + dev, "rule add pref 1000 iif tether0 lookup 100", "route add default dev " + daemonTUN,
 		"tethered side [10.77.1.0/24 fd77:1::/64], default mode pass", "signalling socket " + d.socket} {
 		if !strings.Contains(out, want) {
 			t.Errorf("start-up output lacks %q:\n%s", want, out)
@@ -592,13 +602,18 @@ func TestRunStartupFailureCleanup(t *testing.T) {
 // Smoothing; the bytes intact; the metrics moving; the fall-back to
 // pass-through when signalling stops; and a clean SIGTERM that saves the
 // ŝ_max database.
-func TestRunM2HOTransfer(t *testing.T) {
+func TestRunM2HOTransfer(t *testing.T) { forEachTUN(t, testRunM2HOTransfer) }
+
+func testRunM2HOTransfer(t *testing.T, dev string, tunArgs ...string) {
 	needKernel(t)
 	c := newChain(t)
 	before := phoneState(t, c)
 	// Eqn 2 off: on this sub-millisecond path it would clamp the window
 	// in Stable too (see TestRunStableRate), hiding Preparation's effect.
-	d := startDaemon(t, c, "--default-mode", "m2ho", "--stable-rate=false", "--signal-timeout", "1s")
+	d := startDaemon(t, c, append(tunArgs, "--default-mode", "m2ho", "--stable-rate=false", "--signal-timeout", "1s")...)
+	if !strings.Contains(d.stdout.String(), "(mtu 1500): "+dev) {
+		t.Errorf("start-up output does not name the %s:\n%s", dev, d.stdout.String())
+	}
 	f := dialFeeder(t, d)
 	f.send(t, periodic(cell88))
 	// A stable serving cell report keeps the feed alive during the test.

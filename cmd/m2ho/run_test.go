@@ -46,7 +46,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		t.Fatalf("loading %s: %v", path, err)
 	}
 	want := runConfig{
-		TUN: "m2ho0", MTU: 1500, TetherIf: "usb0", UplinkIf: "rmnet0", TetherNets: []string{},
+		TUN: "m2ho0", MTU: 1500, TUNOffload: "auto", TetherIf: "usb0", UplinkIf: "rmnet0", TetherNets: []string{},
 		Table: 100, Socket: "/run/m2ho/signal.sock", SignalTimeout: 5 * time.Second,
 		Flows:       []string{"tcp dst-port 443 mode=m2ho", "tcp dst net 192.0.2.0/24 mode=pass"},
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",

@@ -19,21 +19,29 @@ import (
 
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
+	"github.com/m2ho/m2ho/tun"
 
 	"github.com/m2ho/m2ho/bench/emu"
 )
 
 // packetIO is what the driver needs from its packet device: one TUN that
 // every packet crossing the emulator enters (tun.SetupRouting with the
-// phone-side and server-side interfaces), read without blocking and waited
-// on with a precise deadline.
+// phone-side and server-side interfaces), read in batches without blocking,
+// written in batches, and waited on with a precise deadline. The same
+// device carries both directions.
 type packetIO interface {
 	// wait blocks until a packet may be readable or deadline passes.
 	wait(deadline time.Time) error
-	// read reads one packet into b without blocking; 0, nil when none.
-	read(b []byte) (int, error)
-	// write sends one packet.
-	write(b []byte) error
+	// readBatch reads, without blocking, up to len(bufs) packets into
+	// bufs[i][offset:] (sizes in sizes); 0, nil when none is waiting. A
+	// packet it cannot deliver is an error matching tun.IsPacketError.
+	readBatch(bufs [][]byte, sizes []int, offset int) (int, error)
+	// writeBatch sends each bufs[i][offset:] (tun.Device's Write: on an
+	// error, n packets were written and the one at n failed).
+	writeBatch(bufs [][]byte, offset int) (int, error)
+	// layout and batch are the device's tun.LayoutOf and BatchSize.
+	layout() tun.Layout
+	batch() int
 }
 
 // DriverConfig says what to run and where the results go.
@@ -106,6 +114,18 @@ type Driver struct {
 	out []emu.Delivery
 	ev  []signaling.Event
 
+	// The device's batch: head-room, read buffers (pool ids) and sizes,
+	// and the write batch. When the device merges on write (its buffers
+	// are larger than the pool's), deliveries are copied into wscratch,
+	// buffers with room to merge in place; otherwise the pool's buffers
+	// are written as they are.
+	off      int
+	rids     []uint32
+	rbufs    [][]byte
+	rsizes   []int
+	wbatch   [][]byte
+	wscratch [][]byte
+
 	events    *os.File
 	eventsBuf *bufio.Writer
 	evw       *signaling.Writer
@@ -116,8 +136,8 @@ type Driver struct {
 	st DriverStats
 }
 
-// bufSize is a packet buffer: a 1500-byte MTU packet and room to tell a
-// larger one (a read that fills the buffer is refused).
+// bufSize is a packet buffer after the head-room: a 1500-byte MTU packet
+// and room to tell a larger one (a read that fills the buffer is refused).
 const bufSize = 2048
 
 // NewDriver prepares a run on dev: it creates the output directory and
@@ -149,7 +169,21 @@ func newDriver(cfg DriverConfig, dev packetIO) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, io: dev, cls: emu.Classifier{UE: cfg.UENets},
 		out: make([]emu.Delivery, 0, 1024), ev: make([]signaling.Event, 0, 256)}
+	lay := dev.layout()
+	bs := max(dev.batch(), 1)
+	d.off = lay.Headroom
+	d.pool.size0 = d.off + bufSize
 	d.pool.init(4096)
+	d.rids = make([]uint32, bs)
+	d.rbufs = make([][]byte, bs)
+	d.rsizes = make([]int, bs)
+	d.wbatch = make([][]byte, 0, bs)
+	if lay.BufSize > bufSize {
+		d.wscratch = make([][]byte, bs)
+		for i := range d.wscratch {
+			d.wscratch[i] = make([]byte, d.off+lay.BufSize)
+		}
+	}
 	var err error
 	if d.events, err = os.Create(filepath.Join(cfg.OutDir, "events.jsonl")); err != nil {
 		return nil, err
@@ -291,34 +325,43 @@ func (d *Driver) latePct() float64 {
 	return float64(d.st.Late) / float64(d.st.Delivered) * 100
 }
 
-// ingest reads every packet the device holds (up to a batch) and hands
-// each to the model. It allocates nothing unless the pool must grow.
+// ingest reads what the device holds (a few batches at most, so a flood
+// cannot starve the deliveries) and hands each packet to the model, each
+// with its own size: the pieces of a split frame are separate packets to
+// the model. It allocates nothing unless the pool must grow.
 func (d *Driver) ingest(now time.Time) error {
-	for range 256 {
-		id := d.pool.get()
-		b := d.pool.buf(id)
-		n, err := d.io.read(b)
-		if err != nil {
+	for got := 0; got < 256; {
+		for i := range d.rids {
+			d.rids[i] = d.pool.get()
+			d.rbufs[i] = d.pool.buf(d.rids[i])
+		}
+		n, err := d.io.readBatch(d.rbufs, d.rsizes, d.off)
+		for i := 0; i < n; i++ {
+			id, size := d.rids[i], d.rsizes[i]
+			p := d.rbufs[i][d.off : d.off+size]
+			dir, ok := d.cls.Dir(p)
+			if !ok {
+				d.st.Ignored++
+				d.pool.put(id)
+				continue
+			}
+			d.pool.size[id] = int32(size)
+			d.m.Enqueue(now, dir, uint64(id), size)
+		}
+		for _, id := range d.rids[n:] {
 			d.pool.put(id)
+		}
+		got += n
+		if err != nil {
+			if tun.IsPacketError(err) {
+				d.st.TooBig++
+				continue
+			}
 			return err
 		}
 		if n == 0 {
-			d.pool.put(id)
 			return nil
 		}
-		if n >= len(b) {
-			d.st.TooBig++
-			d.pool.put(id)
-			continue
-		}
-		dir, ok := d.cls.Dir(b[:n])
-		if !ok {
-			d.st.Ignored++
-			d.pool.put(id)
-			continue
-		}
-		d.pool.size[id] = int32(n)
-		d.m.Enqueue(now, dir, uint64(id), n)
 	}
 	return nil
 }
@@ -349,18 +392,31 @@ func (d *Driver) flush() {
 		d.pub.waitHandled(commandPublishWait)
 	}
 	if len(d.out) > 0 {
+		// The step's deliveries go out in model order, a device batch per
+		// write; the model has counted each at its own Due, and lateness
+		// below is per delivery, however the device merges them.
+		d.wbatch = d.wbatch[:0]
 		for i := range d.out {
 			dl := &d.out[i]
 			id := uint32(dl.ID)
 			if !dl.Dropped {
-				p := d.pool.buf(id)[:d.pool.size[id]]
-				if err := d.io.write(p); err != nil {
-					d.st.WriteErrors++
-				} else if dl.Dir == emu.Up && d.dup.Observe(p) {
+				b := d.pool.buf(id)[:d.off+int(d.pool.size[id])]
+				if dl.Dir == emu.Up && d.dup.Observe(b[d.off:]) {
 					d.st.DupAcks++
 				}
+				if d.wscratch != nil {
+					w := d.wscratch[len(d.wbatch)]
+					b = w[:d.off+copy(w[d.off:], b[d.off:])]
+				}
+				d.wbatch = append(d.wbatch, b)
+				if len(d.wbatch) == cap(d.wbatch) {
+					d.writeBatch()
+				}
 			}
-			d.pool.put(id)
+		}
+		d.writeBatch()
+		for i := range d.out {
+			d.pool.put(uint32(d.out[i].ID))
 		}
 		written := time.Now()
 		for i := range d.out {
@@ -376,6 +432,21 @@ func (d *Driver) flush() {
 		}
 		d.out = d.out[:0]
 	}
+}
+
+// writeBatch writes d.wbatch, skipping (and counting) a packet the device
+// refuses, and empties it.
+func (d *Driver) writeBatch() {
+	b := d.wbatch
+	for len(b) > 0 {
+		n, err := d.io.writeBatch(b, d.off)
+		if err == nil {
+			break
+		}
+		d.st.WriteErrors++
+		b = b[min(n+1, len(b)):]
+	}
+	d.wbatch = d.wbatch[:0]
 }
 
 // commandPublishWait bounds how long the packets of a step with a
@@ -445,18 +516,23 @@ func WriteOutputs(dir string, r *Result) error {
 // model only keeps (id, size). It grows in chunks and never shrinks, so a
 // steady state allocates nothing.
 type pool struct {
-	bufs [][]byte
-	size []int32
-	free []uint32
+	bufs  [][]byte
+	size  []int32
+	free  []uint32
+	size0 int // bytes per buffer (head-room + bufSize); 0 means bufSize
 }
 
 func (p *pool) init(n int) { p.grow(n) }
 
 func (p *pool) grow(n int) {
-	chunk := make([]byte, n*bufSize)
+	bs := p.size0
+	if bs == 0 {
+		bs = bufSize
+	}
+	chunk := make([]byte, n*bs)
 	base := len(p.bufs)
 	for i := range n {
-		p.bufs = append(p.bufs, chunk[i*bufSize:(i+1)*bufSize:(i+1)*bufSize])
+		p.bufs = append(p.bufs, chunk[i*bs:(i+1)*bs:(i+1)*bs])
 		p.size = append(p.size, 0)
 		p.free = append(p.free, uint32(base+n-1-i))
 	}

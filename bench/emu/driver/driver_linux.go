@@ -28,6 +28,11 @@ type LinkConfig struct {
 	// UENets are the UE-side prefixes; empty means every route through
 	// UEIf (its connected subnet and what lies behind the phone).
 	UENets []netip.Prefix
+	// Offload chooses the device: the offload TUN (tun.Offload: 64 KiB
+	// frames split on read, merged on write, 128 packets a batch), water
+	// (one packet per system call), or auto: offload where the kernel
+	// grants it.
+	Offload tun.OffloadMode
 }
 
 // Link is the emulator's packet device: one TUN that receives every
@@ -40,9 +45,12 @@ type LinkConfig struct {
 // packet, with sub-millisecond precision, which ppoll(2) on the descriptor
 // gives and a blocking Read does not.
 type Link struct {
-	ifce    *water.Interface
+	ifce    *water.Interface // water, or nil with off
+	off     *tun.Offload     // the offload device, or nil
 	fd      int
 	routing *tun.Routing
+	// Device says which device was opened, and why.
+	Device string
 	// UENets are the prefixes in use (given or discovered).
 	UENets []netip.Prefix
 }
@@ -67,6 +75,35 @@ func OpenLink(cfg LinkConfig) (l *Link, err error) {
 		if len(l.UENets) == 0 {
 			return nil, fmt.Errorf("emu: no routes through %s to take the UE prefixes from; give them (--ue-net)", cfg.UEIf)
 		}
+	}
+	if cfg.Offload > tun.OffloadOff {
+		return nil, fmt.Errorf("emu: LinkConfig.Offload %d: want auto, on or off", cfg.Offload)
+	}
+	if cfg.Offload != tun.OffloadOff {
+		d, oerr := tun.OpenOffload(tun.OffloadConfig{Name: cfg.TUN})
+		switch {
+		case oerr == nil:
+			l.off, l.fd = d, d.Fd()
+			l.Device = "offload device (" + d.Offloads() + ")"
+		case cfg.Offload == tun.OffloadOn:
+			return nil, fmt.Errorf("emu: %w (--tun-offload on)", oerr)
+		default:
+			l.Device = fmt.Sprintf("water (one packet per system call): the offload device failed: %v", oerr)
+		}
+	} else {
+		l.Device = "water (one packet per system call): offloads off"
+	}
+	if l.off != nil {
+		defer func() {
+			if err != nil {
+				l.off.Close()
+			}
+		}()
+		l.routing, err = tun.SetupRouting(tun.RoutingConfig{TetherIf: cfg.UEIf, UplinkIf: cfg.NetIf, TUN: cfg.TUN})
+		if err != nil {
+			return nil, err
+		}
+		return l, nil
 	}
 	l.ifce, err = water.New(water.Config{DeviceType: water.TUN,
 		PlatformSpecificParams: water.PlatformSpecificParams{Name: cfg.TUN}})
@@ -108,6 +145,9 @@ func (l *Link) Close() error {
 	var err error
 	if l.routing != nil {
 		err = l.routing.Undo()
+	}
+	if l.off != nil {
+		return errors.Join(err, l.off.Close())
 	}
 	return errors.Join(err, l.ifce.Close())
 }
@@ -158,6 +198,66 @@ func (l *Link) write(b []byte) error {
 		}
 		return e
 	}
+}
+
+// readable reports, without blocking, whether the TUN holds a packet.
+func (l *Link) readable() (bool, error) {
+	var ts unix.Timespec
+	fds := [1]unix.PollFd{{Fd: int32(l.fd), Events: unix.POLLIN}}
+	n, _, e := unix.RawSyscall6(unix.SYS_PPOLL, uintptr(unsafe.Pointer(&fds[0])), 1, uintptr(unsafe.Pointer(&ts)), 0, 0, 0)
+	if e != 0 && e != unix.EINTR {
+		return false, fmt.Errorf("emu: ppoll: %w", e)
+	}
+	return n > 0 && fds[0].Revents&unix.POLLIN != 0, nil
+}
+
+// readBatch: on water, one raw read per packet until the kernel has no
+// more; on the offload device, one frame (split into its packets) if the
+// descriptor is readable, so that its Read never blocks in the poller.
+func (l *Link) readBatch(bufs [][]byte, sizes []int, offset int) (int, error) {
+	if l.off != nil {
+		if ok, err := l.readable(); !ok || err != nil {
+			return 0, err
+		}
+		return l.off.Read(bufs, sizes, offset)
+	}
+	for i, b := range bufs {
+		n, err := l.read(b[offset:])
+		if err != nil || n == 0 {
+			return i, err
+		}
+		if n >= len(b)-offset {
+			return i, fmt.Errorf("emu: a packet of %d bytes or more: %w", n, tun.ErrTooBig)
+		}
+		sizes[i] = n
+	}
+	return len(bufs), nil
+}
+
+func (l *Link) writeBatch(bufs [][]byte, offset int) (int, error) {
+	if l.off != nil {
+		return l.off.Write(bufs, offset)
+	}
+	for i, b := range bufs {
+		if err := l.write(b[offset:]); err != nil {
+			return i, err
+		}
+	}
+	return len(bufs), nil
+}
+
+func (l *Link) layout() tun.Layout {
+	if l.off != nil {
+		return l.off.Layout()
+	}
+	return tun.Layout{BufSize: bufSize}
+}
+
+func (l *Link) batch() int {
+	if l.off != nil {
+		return l.off.BatchSize()
+	}
+	return 64
 }
 
 // NewDriver prepares a run on l (see DriverConfig); UENets default to the

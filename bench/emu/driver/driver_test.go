@@ -16,6 +16,7 @@ import (
 	"github.com/m2ho/m2ho/proxy/packettest"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
+	"github.com/m2ho/m2ho/tun"
 )
 
 var t0 = time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -119,6 +120,34 @@ func (m *memIO) write(b []byte) error {
 	m.tx = append(m.tx, append([]byte(nil), b...))
 	return nil
 }
+
+// The batched interface over read and write: batches of 8, with the
+// offload device's head-room, so a test crosses batch boundaries and
+// offsets.
+func (m *memIO) readBatch(bufs [][]byte, sizes []int, off int) (int, error) {
+	for i, b := range bufs {
+		n, err := m.read(b[off:])
+		if n == 0 || err != nil {
+			return i, err
+		}
+		sizes[i] = n
+	}
+	return len(bufs), nil
+}
+
+func (m *memIO) writeBatch(bufs [][]byte, off int) (int, error) {
+	for i, b := range bufs {
+		if err := m.write(b[off:]); err != nil {
+			return i, err
+		}
+	}
+	return len(bufs), nil
+}
+
+func (m *memIO) layout() tun.Layout {
+	return tun.Layout{Headroom: tun.VirtioNetHdrLen, BufSize: bufSize}
+}
+func (m *memIO) batch() int { return 8 }
 
 func TestDriverLoopInMemory(t *testing.T) {
 	cfg := emu.DefaultConfig()
@@ -232,9 +261,14 @@ type orderIO struct {
 	sentAtWrite []int64
 }
 
-func (o *orderIO) write(b []byte) error {
-	o.sentAtWrite = append(o.sentAtWrite, o.pub.sent.Load())
-	return o.memIO.write(b)
+func (o *orderIO) writeBatch(bufs [][]byte, off int) (int, error) {
+	for i, b := range bufs {
+		o.sentAtWrite = append(o.sentAtWrite, o.pub.sent.Load())
+		if err := o.memIO.write(b[off:]); err != nil {
+			return i, err
+		}
+	}
+	return len(bufs), nil
 }
 
 // TestFlushPublishesCommandBeforePackets: the packets of a step with a
