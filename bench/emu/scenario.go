@@ -411,6 +411,12 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 		cfg.RetxDelay = *f.Errors.RetxDelay
 	}
 	if f.Handover.ReportLead != nil {
+		switch f.Handover.ReportLead.Kind {
+		case "paper": // the paper's report→execution figure, as an option
+			*f.Handover.ReportLead = PaperLead
+		case "measured": // the XCAL fit (the default)
+			*f.Handover.ReportLead = DefaultLead
+		}
 		if err := f.Handover.ReportLead.validate("handover.report_lead"); err != nil {
 			return nil, err
 		}
