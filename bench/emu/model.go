@@ -152,15 +152,15 @@ type Counters struct {
 	// from the command until one RTT after random access (what the
 	// interruption piled up drains then), overall and from an mmWave
 	// source.
-	OverflowHandovers       int64
-	FromMmWave              int64
-	OverflowFromMmWave      int64
-	ReplayedEvents          int64 // logged signalling events replayed as they are (Schedule.Replay)
-	Reports        int64
-	FalseAlarms    int64
-	Handovers      [2][2]int64 // [from mmWave][to mmWave]: [0][0] sub-6→sub-6, [0][1] sub-6→mmWave, ...
-	Late           int64       // deliveries handed out later than LateThreshold after Due
-	MaxLate        time.Duration
+	OverflowHandovers  int64
+	FromMmWave         int64
+	OverflowFromMmWave int64
+	ReplayedEvents     int64 // logged signalling events replayed as they are (Schedule.Replay)
+	Reports            int64
+	FalseAlarms        int64
+	Handovers          [2][2]int64 // [from mmWave][to mmWave]: [0][0] sub-6→sub-6, [0][1] sub-6→mmWave, ...
+	Late               int64       // deliveries handed out later than LateThreshold after Due
+	MaxLate            time.Duration
 }
 
 type pkt struct {
