@@ -152,7 +152,7 @@ type scenarioFile struct {
 	// into a trace drawn from MeasuredVariability of the cell's type;
 	// "none" or empty keeps it constant.
 	CapacityVariation string `yaml:"capacity_variation"`
-	Uplink   struct {
+	Uplink            struct {
 		Mbps   float64  `yaml:"mbps"`
 		Buffer ByteSize `yaml:"buffer"`
 	} `yaml:"uplink"`
