@@ -32,6 +32,7 @@ type emulateFlags struct {
 	lateThreshold float64
 	dataDir       string
 	rtPriority    int
+	xcal, capLog  string
 }
 
 // newEmulateCmd is `m2ho emulate`: the real-time driver of the link model
@@ -126,6 +127,8 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 	fl.StringSliceVar(&f.ueNets, "ue-net", nil, "UE-side prefixes, packets to them go down the link (default: the routes through --ue-if)")
 	fl.Float64Var(&f.lateThreshold, "late-threshold", f.lateThreshold, "percent of late deliveries (>1 ms after due) above which the run is invalid")
 	fl.IntVar(&f.rtPriority, "rt-priority", f.rtPriority, "run the packet loop SCHED_FIFO at this priority (1-99) so a busy machine does not delay deliveries; 0: normal scheduling")
+	fl.StringVar(&f.xcal, "xcal", "", "replay this XCAL export (a real drive) instead of the scenario's schedule: every report, command and random access at its logged time")
+	fl.StringVar(&f.capLog, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log as the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
 	fl.StringVar(&f.dataDir, "data-dir", "", "shared data directory for scenarios that read ../shared/data (default $M2HO_SHARED_DATA, else <repo>/../shared/data)")
 	return cmd
 }
@@ -151,7 +154,10 @@ func xcalEvents(log *zap.Logger) func(string) ([]signaling.Event, error) {
 }
 
 func loadScenario(f emulateFlags, log *zap.Logger) (*emu.Scenario, error) {
-	opts := emu.LoadOptions{XCAL: xcalEvents(log), DataDir: f.dataDir, Duration: f.duration}
+	if f.capLog != "" && f.xcal == "" {
+		return nil, errors.New("--capacity: needs --xcal (the drive it was measured on)")
+	}
+	opts := emu.LoadOptions{XCAL: xcalEvents(log), DataDir: f.dataDir, Duration: f.duration, XCALPath: f.xcal, CapacityPath: f.capLog}
 	var (
 		s   *emu.Scenario
 		err error
@@ -195,6 +201,9 @@ func runEmulate(ctx context.Context, f emulateFlags, log *zap.Logger) error {
 		}
 	}()
 	dur := scn.Config.Duration
+	if scn.Drive != nil {
+		fmt.Printf("emulate: drive %s: %s\n", scn.Drive.XCAL, scn.Drive.Alignment.Text)
+	}
 	log.Info("emulating",
 		zap.String("scenario", scn.Name), zap.String("source", scn.Source), zap.Float64("scale", scn.Config.Scale),
 		zap.Duration("duration", dur), zap.String("tun", f.tun), zap.String("ue_nets", emu.FormatPrefixes(link.UENets)),
