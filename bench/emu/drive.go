@@ -57,8 +57,10 @@ type AlignMode string
 
 const (
 	// AlignTimestamps: the logs overlap in time; the XCAL device_time is
-	// mapped onto the iperf3 log's start.timestamp.timesecs (time zone
-	// removed, SinceTimeOfDay), then refined by RefineShift.
+	// mapped onto the iperf3 log's start.timestamp.timesecs (the clock
+	// difference rounded to whole hours removed: time zones), the XCAL
+	// log starting within 5 min of the capacity log, then refined by
+	// RefineShift.
 	AlignTimestamps AlignMode = "timestamps"
 	// AlignStarts: the logs do not overlap (or the capacity log has no
 	// timestamp): the XCAL log's first row and the capacity log's first
@@ -83,6 +85,9 @@ type DriveAlignment struct {
 	Text       string  `json:"text"`
 }
 
+// alignSlack is how far apart the starts of two logs of one drive may be.
+const alignSlack = 5 * time.Minute
+
 // AlignDrive places a signalling log on the run's timeline against a
 // capacity log (nil: none), and says how (see AlignMode): when the
 // timestamps put the two logs over each other, the run's 0 is the
@@ -102,11 +107,16 @@ func AlignDrive(evs []signaling.Event, capLog *IperfUDP) (func(time.Time) time.D
 	}
 	a.CapacityS = capLog.Period().Seconds()
 	if !capLog.Start.IsZero() {
-		ts := SinceTimeOfDay(first, capLog.Start)
+		// Zones in whole hours: with quarter hours, logs of two drives
+		// 20-40 min apart would be laid over each other.
+		ts := sinceTimeOfDay(first, capLog.Start, time.Hour)
 		f, l := ts(first), ts(last)
-		if l >= 0 && f < capLog.Period() {
+		// A log that starts more than alignSlack away from the other
+		// is another drive, even when the quarter-hour rounding of the
+		// clock zone happens to lay them over each other.
+		if l >= 0 && f < capLog.Period() && f > -alignSlack && f < capLog.Period()+alignSlack {
 			a.Mode = AlignTimestamps
-			a.ZoneS = (first.Sub(capLog.Start) - f).Round(15 * time.Minute).Seconds()
+			a.ZoneS = (first.Sub(capLog.Start) - f).Round(time.Hour).Seconds()
 			for a.ZoneS >= 43200 {
 				a.ZoneS -= 86400
 			}

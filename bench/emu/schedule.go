@@ -363,6 +363,11 @@ func FromEvents(evs []signaling.Event, since func(time.Time) time.Duration, maxL
 // (time zones) and removed. It assumes the log begins within ±7.5 min of
 // start.
 func SinceTimeOfDay(first, start time.Time) func(time.Time) time.Duration {
+	return sinceTimeOfDay(first, start, 15*time.Minute)
+}
+
+// sinceTimeOfDay is SinceTimeOfDay with the zone rounded to multiples of q.
+func sinceTimeOfDay(first, start time.Time, q time.Duration) func(time.Time) time.Duration {
 	const day = 24 * time.Hour
 	tod := func(t time.Time) time.Duration {
 		h, m, s := t.Clock()
@@ -375,7 +380,6 @@ func SinceTimeOfDay(first, start time.Time) func(time.Time) time.Duration {
 		}
 		return d
 	}
-	q := 15 * time.Minute
 	d := wrap(tod(first) - tod(start))
 	zone := time.Duration(math.Round(float64(d)/float64(q))) * q
 	t0 := tod(start) + zone

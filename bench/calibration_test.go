@@ -1,0 +1,105 @@
+package bench
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/m2ho/m2ho/bench/emu"
+	"github.com/m2ho/m2ho/bench/emu/driver"
+)
+
+func TestCwndCuts(t *testing.T) {
+	// 100 -> 79 is a cut (-21 %), 79 -> 64 is not (-19 %), zeros are no
+	// samples, 64 -> 0 -> 40 is a cut against 64.
+	if n := CwndCuts([]int64{100, 79, 64, 0, 40, 40, 100, 10}); n != 3 {
+		t.Fatalf("cuts %d, want 3", n)
+	}
+}
+
+func TestCalibrateVerdicts(t *testing.T) {
+	ref := CalReference{GoodputRatio: 0.47, GoodputRatioByType: map[string]float64{"sub6": 0.5, "mmwave": 0.7}, Convergence: map[string]float64{"sub6-sub6": 10, "sub6-mmwave": 16, "mmwave-sub6": 20, "mmwave-mmwave": 21}, CwndCutsPerMin: 6}
+	caps := []CapacityBin{{T: 0, Mbps: 100, Cell: "a", Type: "sub6"}, {T: 10, Mbps: 100, Cell: "b", Type: "sub6"}, {T: 20, Mbps: 100, Cell: "m", Type: "mmwave"}}
+	var bins []Bin
+	for i := range 300 { // 30 s at 45 Mbit/s of 100: 45 %; targets 50 % on sub-6, 70 % on mmWave
+		bins = append(bins, Bin{T0: float64(i) / 10, T1: float64(i+1) / 10, Bits: 4.5e6})
+	}
+	r := RunResult{Variant: "pass", Bins: bins, Capacity: caps,
+		Convergence: []Convergence{
+			// sub6->sub6: 9 s dwell caps the 10 s target at 9; 8 s is within 25 %
+			{Handover: HandoverRow{From: "a", To: "b", Type: "horizontal"}, Analyzed: true, Converged: true, Seconds: 8, Dwell: 9},
+			// sub6->mmwave: target 16 (dwell 30), emulated 2 s: FAIL
+			{Handover: HandoverRow{From: "b", To: "m", Type: "sub6-to-mmwave"}, Analyzed: true, Converged: true, Seconds: 2, Dwell: 30},
+		},
+		Emu: emu.Summary{Handovers: 10, ReorderFlushes: 2, OverflowHandovers: 2, FromMmWave: 4, OverflowFromMmWave: 3}}
+	cw := make([]int64, 600)
+	for i := range cw {
+		cw[i] = 100
+		if i%100 == 50 {
+			cw[i] = 50 // a cut, then a rise back
+		}
+	}
+	c := Calibrate([]CalRun{{Result: r, Cwnd: cw, Secs: 60}, {Result: RunResult{Variant: "m2ho"}}}, ref)
+	got := map[string]CalRow{}
+	for _, row := range c.Rows {
+		got[row.Metric] = row
+	}
+	check := func(metric string, emulated, target float64, verdict string) {
+		t.Helper()
+		r, ok := got[metric]
+		if !ok {
+			t.Fatalf("no row %q in %+v", metric, c.Rows)
+		}
+		if math.Abs(r.Emulated-emulated) > 1e-9 || math.Abs(r.Target-target) > 1e-9 || r.Verdict != verdict {
+			t.Errorf("%s: emulated %v target %v verdict %s; want %v %v %s", metric, r.Emulated, r.Target, r.Verdict, emulated, target, verdict)
+		}
+	}
+	check("goodput / capacity (%)", 45, (2*50+70)/3.0, "FAIL") // 11.67 points off
+	check("goodput / capacity on sub6 (%)", 45, 50, "pass")
+	check("goodput / capacity on mmwave (%)", 45, 70, "FAIL")
+	check("goodput / capacity vs the paper (%)", 45, 47, "-")
+	check("convergence, sub6->sub6 (s)", 8, 9, "pass")
+	check("convergence, sub6->mmwave (s)", 2, 16, "FAIL")
+	check("convergence, all handovers (s)", 5, 6.7, "FAIL") // |5-6.7| > 25 % of 6.7
+	check("cwnd cuts per minute", 6, 6, "-")
+	check("flush with holes (% of handovers)", 20, 18.4, "pass")
+	check("target overflow (% of handovers)", 20, 17.7, "pass")
+	check("target overflow, mmWave source (%)", 75, 68.7, "FAIL")
+	check("convergence, mmwave->sub6 (s)", 0, 0, "-")
+	if c.Calibrated || c.Runs != 1 || c.Variant != "pass" {
+		t.Fatalf("calibrated %v runs %d variant %s", c.Calibrated, c.Runs, c.Variant)
+	}
+	var md strings.Builder
+	if err := WriteCalibrationMarkdown(&md, c); err != nil || !strings.Contains(md.String(), "| target overflow, mmWave source (%) | 75.00 | 68.70 | 68.70 | ±5 points | 4 | FAIL |") {
+		t.Fatalf("markdown: %v\n%s", err, md.String())
+	}
+}
+
+// TestMeasuredReference computes the reference figures from the shared
+// data and checks them against the recorded constants.
+func TestMeasuredReference(t *testing.T) {
+	dir := driver.DataDir("")
+	if _, err := os.Stat(filepath.Join(dir, "m2ho-mobicom24", "results")); err != nil {
+		t.Skipf("shared data absent (%s): the recorded constants stand in", dir)
+	}
+	ref := MeasuredReference(dir)
+	if !ref.FromData {
+		t.Fatal("not computed from the data")
+	}
+	for k, want := range RefConvergence {
+		if math.Abs(ref.Convergence[k]-want) > 0.05 {
+			t.Errorf("convergence %s: %.2f, recorded %.1f", k, ref.Convergence[k], want)
+		}
+	}
+	for k, want := range map[string]float64{"sub6": RefGoodputRatioSub6, "mmwave": RefGoodputRatioMmWave} {
+		if math.Abs(ref.GoodputRatioByType[k]-want) > 0.005 {
+			t.Errorf("goodput ratio %s %.4f, recorded %.4f (%s)", k, ref.GoodputRatioByType[k], want, ref.GoodputRatioByTypeSource)
+		}
+	}
+	if math.Abs(ref.CwndCutsPerMin-RefCwndCutsPerMin) > 0.05 {
+		t.Errorf("cwnd cuts %.3f/min, recorded %.2f (%s)", ref.CwndCutsPerMin, RefCwndCutsPerMin, ref.CwndCutsSource)
+	}
+	t.Logf("%+v", ref)
+}
