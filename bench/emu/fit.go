@@ -225,6 +225,16 @@ func (v Variability) validate(field string) error {
 	return nil
 }
 
+// Mean is the mean of the interpolated quantile function (what Trace's
+// draws average to before it rescales them to exactly the mean asked for).
+func (v Variability) Mean() float64 {
+	var s float64
+	for i := 1; i < len(v.Quantiles); i++ {
+		s += (v.Quantiles[i-1] + v.Quantiles[i]) / 2
+	}
+	return s / float64(len(v.Quantiles)-1)
+}
+
 // quantile maps a probability to a normalised capacity.
 func (v Variability) quantile(p float64) float64 {
 	f := p * float64(len(v.Quantiles)-1)
@@ -239,7 +249,9 @@ func (v Variability) quantile(p float64) float64 {
 }
 
 // Trace draws a capacity of mean meanMbps over [0, length), one value per
-// Interval: z_k = ρ·z_{k-1} + √(1-ρ²)·ε_k, capacity_k = mean · Q(Φ(z_k)).
+// Interval: z_k = ρ·z_{k-1} + √(1-ρ²)·ε_k, capacity_k = mean · Q(Φ(z_k)) /
+// v.Mean() (Q interpolates the quantiles linearly; the division makes the
+// expected mean exactly meanMbps).
 // The same seed gives the same trace. The Series repeats after length.
 func (v Variability) Trace(meanMbps float64, length time.Duration, seed uint64) (*Series, error) {
 	if err := v.validate("variability"); err != nil {
@@ -254,7 +266,7 @@ func (v Variability) Trace(meanMbps float64, length time.Duration, seed uint64) 
 	segs := make([]int64, n)
 	z := r.NormFloat64()
 	c := math.Sqrt(1 - v.Rho*v.Rho)
-	bytesPer := meanMbps * 1e6 / 8 * v.Interval.Seconds()
+	bytesPer := meanMbps * 1e6 / 8 * v.Interval.Seconds() / v.Mean()
 	for k := range n {
 		if k > 0 {
 			z = v.Rho*z + c*r.NormFloat64()
