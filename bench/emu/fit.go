@@ -366,7 +366,7 @@ func (tl ServingTimeline) Shifted(d time.Duration) ServingTimeline {
 // aligned by timestamps and refined by RefineShift: -1.8, -1.5, -1.2,
 // -1.4 s), 21 quantiles. sub-6: 1439 samples, mean 171.7 Mbps, ρ 0.70;
 // mmWave: 961 samples, mean 1018.8 Mbps, ρ 0.78. The mmWave marginal is
-// bimodal (blockage: a fifth of the intervals under 0.26 of the mean).
+// bimodal (blockage: 15 % of the intervals under 0.25 of the mean).
 var MeasuredVariability = map[signaling.CellType]Variability{
 	signaling.CellSub6: {Interval: 100 * time.Millisecond, Rho: 0.698, N: 1439, Quantiles: []float64{
 		0, 0.205, 0.384, 0.472, 0.542, 0.603, 0.667, 0.711, 0.773, 0.839, 0.909,
