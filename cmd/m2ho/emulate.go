@@ -59,19 +59,28 @@ commercial sub-6 n77 / mmWave n261 network):
     queued; a burst ends with a partial slot and then an empty one. Each
     slot is published as a MAC event: the proxy estimates the cell's
     capacity (s_max) from exactly this pattern.
+  - Capacity per cell: constant, a trace (mahimahi, iperf3 UDP log,
+    seconds/Mbps), or varying every 0.1 s as the measured cells of its type
+    did (capacity_variation: measured). Base RTT and buffer per cell type
+    as measured (bench/emu/CALIBRATION.md).
   - A measurement report comes a lead time before the handover command
-    (~146 ms on average): A3 for a horizontal handover, B1 or A5 for
-    sub-6->mmWave, A2 for mmWave->sub-6. This is the warning M2HO acts on.
+    (log-normal fitted to the XCAL logs: median 54 ms; the paper's 146 ms
+    with report_lead: {dist: paper}): A3 for a horizontal handover, B1 or
+    A5 for sub-6->mmWave, A2 for mmWave->sub-6. This is the warning M2HO
+    acts on. A replayed drive (--xcal) publishes its own log instead:
+    every report, command and random access at its logged time.
   - Finding 1, hard interruption: the UE leaves the source at the command;
     from then until random access to the target completes (33 ms to
     execution plus the 27 ms interruption, by default) nothing is delivered
     in either direction (what the UE sends waits in its buffer), while the
     server keeps sending.
-  - Finding 2, reordering flush: a few packets need link-layer
-    retransmission; packets behind them wait in the UE's reordering buffer.
-    The handover command flushes that buffer to IP, so TCP sees a hole
-    (duplicate ACKs, a spurious fast retransmit) and the missing packets
-    arrive later through the target cell.
+  - Finding 2, reordering flush: at a measured share of handovers
+    (errors.flush_holes, 18.4 %, whatever --scale) one transport block
+    failed its HARQ transmission just before the command; the packets
+    behind it wait in the UE's reordering buffer. The handover command
+    flushes that buffer to IP, so TCP sees a hole (duplicate ACKs, a
+    spurious fast retransmit) and the missing packets arrive later through
+    the target cell. (errors.harq_fraction is the older per-packet model.)
   - Finding 3, target buffer overflow: the source's queue is forwarded to
     the target, and what the sender pushes during the interruption lands
     there too; the target's buffer tail-drops what exceeds it.
