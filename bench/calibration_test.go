@@ -103,3 +103,34 @@ func TestMeasuredReference(t *testing.T) {
 	}
 	t.Logf("%+v", ref)
 }
+
+// Against a capacity that dips, the bench's 0.1 s convergence is reached
+// in the first dip; against the cell's mean capacity over a 1 s window
+// it needs the goodput to reach 75 % of the mean.
+func TestConvergeMeanCapacity(t *testing.T) {
+	var caps []CapacityBin
+	var bins []Bin
+	for i := range 100 { // 10 s; capacity 100, 20, 100, 20, ... (mean 60)
+		m := 100.0
+		if i%2 == 1 {
+			m = 20
+		}
+		caps = append(caps, CapacityBin{T: float64(i) / 10, Mbps: m, Cell: "b", Type: "sub6"})
+		g := 40e5 // 40 Mbit/s until 3 s, then 50 Mbit/s (>= 45)
+		if i >= 30 {
+			g = 50e5
+		}
+		bins = append(bins, Bin{T0: float64(i) / 10, T1: float64(i+1) / 10, Bits: g})
+	}
+	hos := []HandoverRow{{Command: 0.9, RA: 1, From: "a", To: "b", Type: "horizontal"}}
+	c := Converge(bins, caps, hos, ConvergenceFraction)
+	if !c[0].Converged || math.Abs(c[0].Seconds-0.2) > 1e-9 {
+		t.Fatalf("0.1 s convergence %+v, want 0.2 s (the first dip)", c[0])
+	}
+	m := ConvergeMeanCapacity(bins, caps, hos, ConvergenceFraction, 1)
+	// threshold 0.75 x 60 = 45; the window [2.5, 3.5) holds five bins of
+	// 40 and five of 50: 45, reached at 3.5 s, 2.5 s after random access
+	if !m[0].Converged || math.Abs(m[0].Seconds-2.5) > 1e-9 {
+		t.Fatalf("1 s convergence %+v, want 2.5 s", m[0])
+	}
+}
