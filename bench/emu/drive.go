@@ -40,7 +40,7 @@ func ReplayLog(evs []signaling.Event, since func(time.Time) time.Duration, maxLe
 			if cur+1 < len(s.Handovers) {
 				next = s.Handovers[cur+1].At
 			}
-			if t > h.At && t < next {
+			if t > h.At && t < next && t-h.At <= MaxLoggedInterruption {
 				ev := e
 				h.RA, h.RAEvent = t, &ev
 				continue
@@ -50,6 +50,16 @@ func ReplayLog(evs []signaling.Event, since func(time.Time) time.Duration, maxLe
 	}
 	return s
 }
+
+// MaxLoggedInterruption bounds the logged command → random access time a
+// replayed handover takes as its interruption. A longer one is a failed or
+// aborted random access (in the artifact's EN-DC logs: an SCG change whose
+// random access aborts, an SCG failure, and an SN addition 1.2 s later);
+// the data then falls back to the LTE leg of the split bearer instead of
+// stopping, and the drive's capacity log already shows what that leg
+// carried. Such a handover keeps the model's nominal interruption, and the
+// late random access is replayed as a logged event.
+const MaxLoggedInterruption = 500 * time.Millisecond
 
 // AlignMode says how a drive's signalling log was placed against its
 // capacity log.
