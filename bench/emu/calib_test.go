@@ -176,11 +176,14 @@ func TestUplinkFrozenFromCommandToRandomAccess(t *testing.T) {
 // draws follow them.
 func TestLeadQuantiles(t *testing.T) {
 	d := DefaultLead
-	if q := d.Quantile(0.5); q != 54*time.Millisecond {
+	if q := d.Quantile(0.5); q != 56*time.Millisecond {
 		t.Fatalf("median %v", q)
 	}
-	if q := d.Quantile(0.9); q < 144*time.Millisecond || q > 145*time.Millisecond { // 54 ms x e^(0.77 x 1.2816)
+	if q := d.Quantile(0.9); q < 103*time.Millisecond || q > 104*time.Millisecond { // 56 ms x e^(0.48 x 1.2816)
 		t.Fatalf("p90 %v", q)
+	}
+	if q := d.Quantile(0.1); q < 30*time.Millisecond || q > 31*time.Millisecond {
+		t.Fatalf("p10 %v", q)
 	}
 	if q := PaperLead.Quantile(0.5); q != 146*time.Millisecond {
 		t.Fatalf("paper median %v", q)
@@ -249,9 +252,12 @@ func TestFittedConstantsFromData(t *testing.T) {
 			leads = append(leads, LeadSamples(xcalEvents(t, f), time.Second)...)
 		}
 	}
-	med, sigma, err := FitLogNormal(leads)
+	med, sigma, err := FitLogNormalQuantiles(leads)
 	if err != nil || math.Abs(float64(med-LeadMedian)) > float64(time.Millisecond) || math.Abs(sigma-LeadSigma) > 0.01 {
 		t.Fatalf("lead fit over %d samples: median %v sigma %.3f (%v); recorded %v, %.2f", len(leads), med, sigma, err, LeadMedian, LeadSigma)
+	}
+	if mm, ms, err := FitLogNormal(leads); err != nil || math.Abs(ms-0.77) > 0.01 || math.Abs(float64(mm-54*time.Millisecond)) > float64(time.Millisecond) {
+		t.Fatalf("maximum-likelihood fit: median %v sigma %.3f (%v); CALIBRATION.md says 54.1 ms, 0.770", mm, ms, err)
 	}
 	segs := map[signaling.CellType][][]float64{}
 	for i := 1; i <= 4; i++ {

@@ -16,9 +16,13 @@ import (
 // it is present and check these constants).
 const (
 	// LeadMedian and LeadSigma: log-normal fit (median, σ of ln) of the
-	// report→command intervals of the M2HO artifact's XCAL logs.
-	LeadMedian = 54 * time.Millisecond
-	LeadSigma  = 0.77
+	// report→command intervals of the M2HO artifact's XCAL logs, by
+	// quantiles (FitLogNormalQuantiles: the sample median, σ from the
+	// p10-p90 range), because a few outliers (a 457 ms lead, leads of a
+	// few ms) inflate the maximum-likelihood σ to 0.77 and push its p90 to
+	// 144 ms against the measured 102 ms.
+	LeadMedian = 56 * time.Millisecond
+	LeadSigma  = 0.48
 )
 
 // LeadSamples are the report→command intervals of one signalling log: for
@@ -67,6 +71,21 @@ func FitLogNormal(xs []time.Duration) (median time.Duration, sigma float64, err 
 	mu := s / float64(n)
 	v := (s2 - float64(n)*mu*mu) / float64(n-1)
 	return time.Duration(math.Exp(mu)), math.Sqrt(math.Max(v, 0)), nil
+}
+
+// FitLogNormalQuantiles is a robust log-normal fit: the sample median, and
+// σ = (ln p90 - ln p10) / (2 · 1.2816), which matches the p10 and p90 of a
+// log-normal exactly.
+func FitLogNormalQuantiles(xs []time.Duration) (median time.Duration, sigma float64, err error) {
+	if len(xs) < 10 {
+		return 0, 0, errors.New("lognormal quantile fit: fewer than 10 samples")
+	}
+	p10, p50, p90 := DurationQuantile(xs, 0.1), DurationQuantile(xs, 0.5), DurationQuantile(xs, 0.9)
+	if p10 <= 0 {
+		return 0, 0, errors.New("lognormal quantile fit: p10 is not positive")
+	}
+	z90 := math.Sqrt2 * math.Erfinv(0.8)
+	return p50, (math.Log(float64(p90)) - math.Log(float64(p10))) / (2 * z90), nil
 }
 
 // DurationQuantile is the p-quantile (0..1, linear interpolation) of xs.

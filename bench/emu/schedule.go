@@ -80,13 +80,13 @@ type Dist struct {
 }
 
 // DefaultLead is the report→command lead time measured in the M2HO
-// artifact's XCAL logs (MobiCom'24 data, 9 distinct drives, 96 commands
-// preceded by a report within 1 s; see bench/emu/CALIBRATION.md and
-// FitLead): a log-normal with median 54 ms and σ(ln) 0.77, which gives
-// p10 20 ms and p90 145 ms against the measured 30 / 87-102 ms. Clamped to
-// the measured range.
+// artifact's XCAL logs (MobiCom'24 data, 11 files, 120 commands preceded
+// by a report within 1 s; see bench/emu/CALIBRATION.md): a log-normal
+// fitted by quantiles (LeadMedian 56 ms, LeadSigma 0.48), so p10 30 ms,
+// p50 56 ms, p90 103 ms against the measured 29.9 / 56 / 102 ms. Clamped
+// to the measured range.
 var DefaultLead = Dist{Kind: "lognormal", Median: LeadMedian, Sigma: LeadSigma,
-	Min: 10 * time.Millisecond, Max: 460 * time.Millisecond}
+	Min: 5 * time.Millisecond, Max: 460 * time.Millisecond}
 
 // PaperLead is the M2HO paper's report→execution figure (MobiCom'24 §3:
 // ~146 ms on average, at most 310 ms), usable as report→command with

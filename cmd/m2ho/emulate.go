@@ -64,7 +64,7 @@ commercial sub-6 n77 / mmWave n261 network):
     did (capacity_variation: measured). Base RTT and buffer per cell type
     as measured (bench/emu/CALIBRATION.md).
   - A measurement report comes a lead time before the handover command
-    (log-normal fitted to the XCAL logs: median 54 ms; the paper's 146 ms
+    (log-normal fitted to the XCAL logs: median 56 ms, p90 103 ms; the paper's 146 ms
     with report_lead: {dist: paper}): A3 for a horizontal handover, B1 or
     A5 for sub-6->mmWave, A2 for mmWave->sub-6. This is the warning M2HO
     acts on. A replayed drive (--xcal) publishes its own log instead:
