@@ -134,3 +134,18 @@ func TestConvergeMeanCapacity(t *testing.T) {
 		t.Fatalf("1 s convergence %+v, want 2.5 s", m[0])
 	}
 }
+
+// --xcal/--capacity through the bench's loader: the measured scenario's
+// link settings with the user's drive.
+func TestLoadScenarioDrive(t *testing.T) {
+	s, err := LoadScenarioDrive("measured", "", "emu/driver/testdata/drive-ho.csv", "emu/driver/testdata/drive-udp.log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Drive == nil || s.Drive.Alignment.Mode != emu.AlignTimestamps || len(s.Config.Schedule.Handovers) != 3 {
+		t.Fatalf("drive %+v", s.Drive)
+	}
+	if _, err := LoadScenarioDrive("measured", "", "", "x.log"); err == nil || !strings.Contains(err.Error(), "--capacity") {
+		t.Fatalf("--capacity alone: %v", err)
+	}
+}

@@ -169,3 +169,37 @@ func TestDriveRealFiles(t *testing.T) {
 	}
 	t.Logf("%d handovers, %d replayed events; %s", len(s.Config.Schedule.Handovers), len(s.Config.Schedule.Replay), a.Text)
 }
+
+// The older keys still load: schedule.xcal with schedule.iperf3 aligns by
+// timestamps (no refinement) and the cells keep the scenario's
+// capacities; schedule.replay: synthesized synthesizes one report per
+// handover.
+func TestDriveOlderKeys(t *testing.T) {
+	abs := func(p string) string {
+		a, err := filepath.Abs(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	yaml := "duration: 20s\ncell_defaults:\n  sub6: {buffer: 1MB, capacity: {mbps: 50}}\n  mmwave: {buffer: 2MB, capacity: {mbps: 400}}\n" +
+		"schedule:\n  xcal: " + abs("testdata/drive-ho.csv") + "\n  iperf3: " + abs("testdata/drive-udp.log") + "\n  replay: synthesized\n"
+	p := filepath.Join(t.TempDir(), "old.yaml")
+	if err := os.WriteFile(p, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err := LoadScenario(p, emu.LoadOptions{XCAL: readXCAL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(s.Drive.Alignment.Text, "schedule.iperf3") || s.Drive.Replay != "synthesized" || len(s.Config.Schedule.Replay) != 0 {
+		t.Fatalf("drive %+v, %d replayed", s.Drive, len(s.Config.Schedule.Replay))
+	}
+	h := s.Config.Schedule.Handovers
+	if len(h) != 3 || h[1].At != 7*time.Second || h[1].NoReport || h[1].Lead != 10*time.Millisecond {
+		t.Fatalf("handovers %+v", h)
+	}
+	if c := s.Config.CellDefaults[signaling.CellMmWave].Capacity; c.Bytes(0, time.Second) != 50e6 {
+		t.Fatalf("mmwave capacity %d bytes/s, want the scenario's 400 Mbit/s", c.Bytes(0, time.Second))
+	}
+}
