@@ -120,6 +120,9 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 				return err
 			}
 			defer log.Sync()
+			if f.xcal != "" && !cmd.Flags().Changed("scenario") {
+				f.scenario = "measured" // its link settings, the drive's schedule
+			}
 			return runEmulate(cmd.Context(), f, log)
 		},
 	}
