@@ -26,7 +26,6 @@ import (
 	"github.com/m2ho/m2ho/bench/emu/driver"
 	"github.com/m2ho/m2ho/bench/netns"
 	"github.com/m2ho/m2ho/signaling"
-	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // Config is one bench invocation.
@@ -48,11 +47,14 @@ type Config struct {
 	OutDir    string
 	// Binary is the m2ho executable run in the namespaces; "" = this
 	// process's own executable.
-	Binary        string
-	DataDir       string  // --data-dir for the emulator ("" = its default)
-	LateThreshold float64 // --late-threshold PCT for the emulator (0 = its default)
-	Port          int     // iperf3 port; 0 = 5201
-	CommandLine   string  // recorded in the summary
+	Binary  string
+	DataDir string // --data-dir for the emulator ("" = its default)
+	// XCAL and Capacity replay a user's own drive (--xcal, --capacity):
+	// passed to the emulator and used for the scenario the bench reports.
+	XCAL, Capacity string
+	LateThreshold  float64 // --late-threshold PCT for the emulator (0 = its default)
+	Port           int     // iperf3 port; 0 = 5201
+	CommandLine    string  // recorded in the summary
 	// Progress receives the progress line (nil = none).
 	Progress io.Writer
 	Log      *zap.Logger
@@ -96,20 +98,18 @@ func EmulatorBuilt(bin string) error {
 // LoadScenario resolves a builtin name or a file, with the XCAL reader
 // scenarios taken from real logs need.
 func LoadScenario(name, dataDir string) (*emu.Scenario, error) {
-	opts := emu.LoadOptions{DataDir: dataDir, XCAL: func(path string) ([]signaling.Event, error) {
-		evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
-		for _, e := range errs {
-			var pe *signaling.ParseError
-			if !errors.As(e, &pe) {
-				return nil, e
-			}
-		}
-		return evs, nil
-	}}
+	opts := emu.LoadOptions{DataDir: dataDir, XCAL: readXCAL}
 	if slices.Contains(emu.BuiltinNames(), name) {
 		return driver.Builtin(name, opts)
 	}
 	return driver.LoadScenario(name, opts)
+}
+
+// readXCAL reads an XCAL export; rows that do not parse are skipped (the
+// reader names them), I/O errors end the load.
+func readXCAL(path string) ([]signaling.Event, error) {
+	evs, _, _, err := driver.ReadXCAL(path)
+	return evs, err
 }
 
 // Run executes the bench: builds the namespace chain, runs every variant
@@ -150,9 +150,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err := EmulatorBuilt(cfg.Binary); err != nil {
 		return Summary{}, err
 	}
-	sc, err := LoadScenario(cfg.Scenario, cfg.DataDir)
+	sc, err := LoadScenarioDrive(cfg.Scenario, cfg.DataDir, cfg.XCAL, cfg.Capacity)
 	if err != nil {
 		return Summary{}, fmt.Errorf("scenario %s: %w", cfg.Scenario, err)
+	}
+	if sc.Drive != nil && cfg.Progress != nil {
+		fmt.Fprintf(cfg.Progress, "drive %s: %s\n", sc.Drive.XCAL, sc.Drive.Alignment.Text)
 	}
 	if cfg.Duration <= 0 {
 		cfg.Duration = sc.Config.Duration
@@ -216,6 +219,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	m := Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: seed, DurationS: float64(secs), Repeat: cfg.Repeat,
 		CommandLine: cfg.CommandLine, Variants: cfg.Variants}
 	s := Summarize(results, m)
+	s.Calibration = Calibrate(CalibrationRuns(cfg.OutDir, results), MeasuredReference(dataDirOr(cfg.DataDir)))
 	return s, WriteOutputs(cfg.OutDir, s, results)
 }
 
@@ -334,6 +338,7 @@ func Reanalyze(dir string, m Meta) (Summary, error) {
 	}
 	slices.SortFunc(results, func(a, b RunResult) int { return a.Index - b.Index })
 	s := Summarize(results, m)
+	s.Calibration = Calibrate(CalibrationRuns(dir, results), MeasuredReference(dataDirOr(m.DataDir)))
 	return s, WriteOutputs(dir, s, results)
 }
 
@@ -483,6 +488,12 @@ func (r *runner) run(ctx context.Context) (err error) {
 		"--ue-net", "10.77.1.0/24,fd77:1::/64"}
 	if r.cfg.DataDir != "" {
 		emuArgs = append(emuArgs, "--data-dir", r.cfg.DataDir)
+	}
+	if r.cfg.XCAL != "" {
+		emuArgs = append(emuArgs, "--xcal", r.cfg.XCAL)
+		if r.cfg.Capacity != "" {
+			emuArgs = append(emuArgs, "--capacity", r.cfg.Capacity)
+		}
 	}
 	if r.cfg.LateThreshold > 0 {
 		emuArgs = append(emuArgs, "--late-threshold", strconv.FormatFloat(r.cfg.LateThreshold, 'g', -1, 64))

@@ -29,6 +29,8 @@ type Summary struct {
 	// AlignmentLagP50Ms is the largest per-run median print delay of the
 	// receiver lines (see Alignment): the alignment's quality.
 	AlignmentLagP50Ms float64 `json:"alignment_lag_p50_ms"`
+	// Calibration is the baseline against the measurements (calibration.go).
+	Calibration *Calibration `json:"calibration,omitempty"`
 }
 
 // VariantSummary is one variant's numbers over all its runs.
@@ -82,6 +84,7 @@ type Meta struct {
 	Repeat      int
 	CommandLine string
 	Variants    []Variant // order of the summary; variants without runs still appear
+	DataDir     string    // shared data for the calibration's reference ("" = the default)
 }
 
 // Summarize pools the runs per variant. The summary is valid only when
@@ -326,6 +329,8 @@ handover that does not get there before the next command counts with its
 dwell and as "not converged". RTT is the sender's smoothed RTT per 0.1 s
 interval. Plots: throughput.png, convergence_cdf.png, goodput_by_type.png.
 `)
-	_, err := io.WriteString(w, b.String())
-	return err
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return WriteCalibrationMarkdown(w, s.Calibration)
 }

@@ -59,8 +59,23 @@ type Config struct {
 	SlotEvents           SlotEvents
 	BackgroundLoad       float64 // fraction of slots other UEs take
 
-	HARQFraction float64 // fraction of packets needing a link-layer retransmission
+	// RTTByType, when set, gives the base RTT of each cell type (sub-6,
+	// mmWave; LTE counts as sub-6): RTT is then their minimum (the wired
+	// part) and a cell of a slower type adds the difference on its
+	// downlink.
+	RTTByType map[signaling.CellType]time.Duration
+
+	HARQFraction float64 // per-packet model: fraction of packets needing a link-layer retransmission
 	RetxDelay    Dist    // its extra delay
+	// FlushHoles is the per-handover model of Finding 2: the probability
+	// that a handover's flush has holes (M2HO MobiCom'24 §3.3: 18.4 %). For
+	// each handover the model decides once, from the seed, whether one
+	// transport block (every packet of one slot) failed its HARQ
+	// transmission RetxDelay before the command, so its retransmission is
+	// still pending at the command while the packets after it wait in the
+	// reordering buffer. The rate per handover therefore does not depend
+	// on capacity or --scale, unlike HARQFraction's per-packet draw.
+	FlushHoles float64
 	// Retx, when set, decides retransmissions instead of HARQFraction and
 	// RetxDelay: deterministic fault injection for tests and replays. It
 	// is asked once per air transmission of packet id.
@@ -132,11 +147,20 @@ type Counters struct {
 	ReorderFlushes int64 // handover commands whose flush delivered packets past a hole (Finding 2)
 	FlushedEarly   int64 // packets delivered at a flush ahead of a missing one
 	FlushedHoles   int64 // packets missing at a flush, delivered later via the target
-	Reports        int64
-	FalseAlarms    int64
-	Handovers      [2][2]int64 // [from mmWave][to mmWave]: [0][0] sub-6→sub-6, [0][1] sub-6→mmWave, ...
-	Late           int64       // deliveries handed out later than LateThreshold after Due
-	MaxLate        time.Duration
+	HolesPlanned   int64 // handovers the per-handover model (FlushHoles) gave a hole
+	// Finding 3 per handover: handovers with at least one overflow drop
+	// from the command until one RTT after random access (what the
+	// interruption piled up drains then), overall and from an mmWave
+	// source.
+	OverflowHandovers  int64
+	FromMmWave         int64
+	OverflowFromMmWave int64
+	ReplayedEvents     int64 // logged signalling events replayed as they are (Schedule.Replay)
+	Reports            int64
+	FalseAlarms        int64
+	Handovers          [2][2]int64 // [from mmWave][to mmWave]: [0][0] sub-6→sub-6, [0][1] sub-6→mmWave, ...
+	Late               int64       // deliveries handed out later than LateThreshold after Due
+	MaxLate            time.Duration
 }
 
 type pkt struct {
@@ -154,6 +178,7 @@ type uePkt struct {
 type cell struct {
 	CellSpec
 	sig      signaling.Cell
+	extra    time.Duration // downlink delay on top of the wired RTT (RTTByType)
 	slot     time.Duration
 	q        ring[pkt]
 	queued   int64 // bytes in q
@@ -167,6 +192,7 @@ const (
 	ctrlA1
 	ctrlCommand
 	ctrlRA
+	ctrlReplay // a logged event published as it is
 )
 
 type ctrl struct {
@@ -180,6 +206,9 @@ type hoPlan struct {
 	report, cmd, exec, ra time.Duration
 	from, to              int
 	meas                  signaling.MeasEvent
+	// holeAt >= 0: the per-handover model's failed transport block is the
+	// first slot ending at or after holeAt (before cmd).
+	holeAt time.Duration
 }
 
 type window struct{ from, to time.Duration }
@@ -221,6 +250,14 @@ type Model struct {
 
 	lateThr time.Duration
 	c       Counters
+	// per-handover flush-hole model: the next plan with a hole, and the
+	// end of the slot chosen as the hole (0 = not chosen yet)
+	holePlan int
+	holeSlot time.Duration
+	// Finding 3 per handover: overflow counted until ovUntil for ovPlan
+	ovPlan  int
+	ovUntil time.Duration
+	ovHit   bool
 	logs    [2]*MMLog
 	capNext [2]time.Duration
 }
@@ -261,7 +298,18 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 	if cfg.UplinkMbps <= 0 {
 		return nil, fmt.Errorf("uplink.mbps: must be > 0")
 	}
-	if cfg.HARQFraction > 0 {
+	if !(cfg.FlushHoles >= 0 && cfg.FlushHoles <= 1) {
+		return nil, fmt.Errorf("errors.flush_holes: %v must be in [0,1]", cfg.FlushHoles)
+	}
+	for t, r := range cfg.RTTByType {
+		if r <= 0 {
+			return nil, fmt.Errorf("rtt_by_type.%s: must be > 0", typeName(t))
+		}
+	}
+	if len(cfg.RTTByType) > 0 {
+		cfg.RTT = minRTT(cfg.RTTByType)
+	}
+	if cfg.HARQFraction > 0 || cfg.FlushHoles > 0 {
 		if err := cfg.RetxDelay.validate("errors.retx_delay"); err != nil {
 			return nil, err
 		}
@@ -279,6 +327,7 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 		ulBuf:   int64(float64(cfg.UplinkBuffer) * scale),
 		ulBps:   cfg.UplinkMbps * 1e6 * scale,
 		lateThr: cfg.LateThreshold,
+		ovPlan:  -1,
 	}
 	if m.lateThr == 0 {
 		m.lateThr = time.Millisecond
@@ -321,6 +370,9 @@ func (m *Model) addCell(cs CellSpec, scale float64, field string) (int, error) {
 		return 0, fmt.Errorf("%s.buffer: must be > 0 bytes", field)
 	}
 	c := cell{CellSpec: cs, sig: signaling.Cell{ID: cs.ID, Type: cs.Type}}
+	if r, ok := m.cfg.RTTByType[dataType(cs.Type)]; ok && r > m.cfg.RTT {
+		c.extra = r - m.cfg.RTT
+	}
 	if scale != 1 {
 		c.Capacity = Scaled{C: cs.Capacity, F: scale}
 		c.Buffer = int64(float64(cs.Buffer) * scale)
@@ -411,10 +463,22 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 				meas = signaling.MeasA5
 			}
 		}
-		p := hoPlan{report: h.At - lead, cmd: h.At, exec: h.At + m.cfg.CommandToExec, from: serving, to: to, meas: meas}
+		p := hoPlan{report: h.At - lead, cmd: h.At, exec: h.At + m.cfg.CommandToExec, from: serving, to: to, meas: meas, holeAt: -1}
 		p.ra = p.exec + m.cfg.Interruption
+		if h.RA > h.At {
+			// a logged random access: the interruption ends there
+			p.ra = h.RA
+			p.exec = max(h.At, h.RA-m.cfg.Interruption)
+		}
 		if p.report < 0 {
 			p.report = 0
+		}
+		if m.cfg.FlushHoles > 0 && m.rng.Float64() < m.cfg.FlushHoles {
+			// The failed block went out d before the command, d within
+			// the HARQ/RLC retransmission delay, so the retransmission
+			// is still pending when the command comes.
+			d := max(m.cfg.RetxDelay.Draw(m.rng), time.Microsecond)
+			p.holeAt = max(h.At-d, prevRA+1, 0)
 		}
 		rep := signaling.Event{Kind: signaling.KindReport, Meas: meas, Serving: m.cells[serving].sig}
 		if meas != signaling.MeasA2 && meas != signaling.MeasA1 {
@@ -422,10 +486,20 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		}
 		m.plans = append(m.plans, p)
 		k := len(m.plans) - 1
+		cmdEv := signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOIntraNR, Serving: m.cells[serving].sig, Target: m.cells[to].sig}
+		if h.Command != nil {
+			cmdEv = *h.Command // the logged command, as it was
+		}
+		raEv := signaling.Event{Kind: signaling.KindRandomAccess, RAReason: signaling.RAHandover, RAResult: signaling.RASuccess, Serving: m.cells[to].sig}
+		if h.RAEvent != nil {
+			raEv = *h.RAEvent
+		}
+		if !h.NoReport {
+			m.ctrls = append(m.ctrls, ctrl{t: p.report, kind: ctrlReport, ev: rep})
+		}
 		m.ctrls = append(m.ctrls,
-			ctrl{t: p.report, kind: ctrlReport, ev: rep},
-			ctrl{t: p.cmd, kind: ctrlCommand, ho: k, ev: signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOIntraNR, Serving: m.cells[serving].sig, Target: m.cells[to].sig}},
-			ctrl{t: p.ra, kind: ctrlRA, ho: k, ev: signaling.Event{Kind: signaling.KindRandomAccess, RAReason: signaling.RAHandover, RAResult: signaling.RASuccess, Serving: m.cells[to].sig}})
+			ctrl{t: p.cmd, kind: ctrlCommand, ho: k, ev: cmdEv},
+			ctrl{t: p.ra, kind: ctrlRA, ho: k, ev: raEv})
 		// The uplink stops at the command, not at execution: a command
 		// with reconfigurationWithSync makes the UE leave the source at
 		// once, so what it sends meanwhile (the duplicate ACKs the flush
@@ -491,8 +565,31 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 			ctrl{t: fa.At, kind: ctrlReport, ho: -1, ev: rep},
 			ctrl{t: fa.At + a1, kind: ctrlA1, ho: -1, ev: signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA1, Serving: m.cells[s].sig}})
 	}
+	for _, r := range sc.Replay {
+		if r.At < 0 {
+			continue
+		}
+		m.ctrls = append(m.ctrls, ctrl{t: r.At, kind: ctrlReplay, ho: -1, ev: r.Event})
+	}
 	sort.SliceStable(m.ctrls, func(i, j int) bool { return m.ctrls[i].t < m.ctrls[j].t })
+	m.holePlan = m.nextHole(0)
 	return nil
+}
+
+func minRTT(by map[signaling.CellType]time.Duration) time.Duration {
+	r := never
+	for _, v := range by {
+		r = min(r, v)
+	}
+	return r
+}
+
+// nextHole is the first plan from k on that has a hole, len(plans) if none.
+func (m *Model) nextHole(k int) int {
+	for k < len(m.plans) && m.plans[k].holeAt < 0 {
+		k++
+	}
+	return k
 }
 
 // Start is the model's time zero.
@@ -711,6 +808,13 @@ func (m *Model) push(c *cell, p pkt) bool {
 		if m.inHO {
 			m.c.HODrops++
 		}
+		if m.ovPlan >= 0 && !m.ovHit && m.now <= m.ovUntil {
+			m.ovHit = true
+			m.c.OverflowHandovers++
+			if m.cells[m.plans[m.ovPlan].from].Type == signaling.CellMmWave {
+				m.c.OverflowFromMmWave++
+			}
+		}
 		return false
 	}
 	c.q.push(p)
@@ -768,7 +872,23 @@ func (m *Model) serveSlot(te time.Duration, ev *[]signaling.Event) {
 // fraction needs a HARQ/RLC retransmission and arrives later, and the
 // reordering buffer (the ue ring, in link order) holds what follows it.
 func (m *Model) toUE(p pkt, te time.Duration) {
-	recv := te
+	recv := te + m.cells[m.serving].extra
+	for m.holePlan < len(m.plans) && te >= m.plans[m.holePlan].cmd {
+		m.holePlan, m.holeSlot = m.nextHole(m.holePlan+1), 0 // the command came first: no hole
+	}
+	if m.holePlan < len(m.plans) && te >= m.plans[m.holePlan].holeAt {
+		if m.holeSlot == 0 {
+			m.holeSlot = te
+			m.c.HolesPlanned++
+		}
+		if te == m.holeSlot {
+			// the failed block: its retransmission completes after the
+			// command, so it leaves through the target
+			m.c.HARQRetx++
+			m.ue.push(uePkt{p: p, recv: never / 2})
+			return
+		}
+	}
 	if m.cfg.Retx != nil {
 		if extra, ok := m.cfg.Retx(p.id); ok {
 			m.c.HARQRetx++
@@ -792,6 +912,15 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 		m.c.FalseAlarms++
 	case ctrlCommand:
 		m.command(&m.plans[c.ho], at, t, out)
+		m.ovPlan, m.ovUntil, m.ovHit = c.ho, m.plans[c.ho].ra+m.cfg.RTT, false
+		if m.cells[m.plans[c.ho].from].Type == signaling.CellMmWave {
+			m.c.FromMmWave++
+		}
+	case ctrlReplay:
+		m.c.ReplayedEvents++
+		if e.Kind == signaling.KindReport {
+			m.c.Reports++
+		}
 	case ctrlRA:
 		m.inHO = false
 		if tc := &m.cells[m.serving]; tc.queued > 0 && m.nextSlt < 0 {

@@ -3,6 +3,7 @@ package emu
 import (
 	"bytes"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -298,9 +299,6 @@ func TestBuiltinScenarios(t *testing.T) {
 	// Without an XCAL reader the measured drive cannot load; without
 	// ../shared/data it fails earlier, naming the missing capacity log.
 	want := "schedule.xcal"
-	if _, err := os.Stat(testDataDir()); err != nil {
-		want = "m2ho-mobicom24"
-	}
 	if _, err := Builtin("measured", osOpts(LoadOptions{})); err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("measured without an XCAL reader: %v (want an error naming %s)", err, want)
 	}
@@ -346,9 +344,21 @@ func TestMeasuredScenario(t *testing.T) {
 	if !strings.HasSuffix(asked, "sample_link_layer_traces/bw-1-ho.csv") {
 		t.Fatalf("asked %q", asked)
 	}
+	// Aligned by timestamps (the fake log starts 4.07 s into the UDP
+	// log), then refined against the capacity log's mmWave step.
+	dr := scn.Drive
+	if dr == nil || dr.Alignment.Mode != AlignTimestamps || dr.Alignment.ShiftS < -3 || dr.Alignment.ShiftS > 3 || dr.Replay != "log" {
+		t.Fatalf("drive %+v", dr)
+	}
+	shift := time.Duration(math.Round(dr.Alignment.ShiftS*10)) * 100 * time.Millisecond
 	h := scn.Config.Schedule.Handovers
-	if len(h) != 2 || h[0].At != 4070*time.Millisecond || h[1].To != "522" || h[1].Lead != 46*time.Millisecond {
-		t.Fatalf("handovers %+v", h)
+	if len(h) != 2 || h[0].At != 4070*time.Millisecond+shift || h[1].To != "522" || h[1].Lead != 46*time.Millisecond ||
+		!h[0].NoReport || h[0].Command == nil || h[0].Command.Target.ID != "88" {
+		t.Fatalf("handovers %+v (shift %v)", h, shift)
+	}
+	// The two reports are replayed as they are.
+	if r := scn.Config.Schedule.Replay; len(r) != 2 || r[0].Event.Meas != signaling.MeasB1 || r[0].At != 4*time.Second+shift {
+		t.Fatalf("replay %+v", r)
 	}
 	m, err := New(scn.Config, t0, 0)
 	if err != nil {
@@ -427,7 +437,11 @@ func TestScenarioValidationNamesEachField(t *testing.T) {
 		{"cell_defaults.mmwave.buffer", base + "cell_defaults:\n  mmwave: {capacity: {mbps: 1}}\n"},
 		{"schedule.xcal", sched("  synthetic: {dwell: " + dwell + "}\n  xcal: x.csv\n")},
 		{"schedule.handovers", sched("  synthetic: {dwell: " + dwell + "}\n  handovers:\n    - {at: 1s, to: a}\n")},
-		{"schedule.iperf3", sched("  xcal: x.csv\n")},
+		{"schedule.capacity", sched("  xcal: x.csv\n  iperf3: a.log\n  capacity: b.log\n")},
+		{"schedule.replay", sched("  xcal: x.csv\n  replay: some\n")},
+		{"errors.flush_holes", base + "errors: {flush_holes: 1.5}\n"},
+		{"rtt_by_type.wifi", base + "rtt_by_type: {wifi: 10ms}\n"},
+		{"capacity_variation", base + "capacity_variation: wild\n"},
 		{"schedule.synthetic.vertical", sched("  synthetic: {dwell: " + dwell + ", vertical: 2}\n")},
 		{"schedule.synthetic.false_alarms", sched("  synthetic: {dwell: " + dwell + ", false_alarms: -1}\n")},
 		{"schedule.synthetic.dwell.dist", sched("  synthetic: {dwell: {dist: zipf}}\n")},

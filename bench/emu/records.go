@@ -166,6 +166,20 @@ type Summary struct {
 	DupAcksUp        int64   `json:"dup_acks_up"`
 	EventsPublished  int64   `json:"events_published"`
 	EventsDropped    int64   `json:"events_dropped"`
+	// Per-handover findings (the calibration report's frequencies):
+	// handovers whose flush had holes are ReorderFlushes; these count
+	// handovers with a target-buffer overflow (command until one RTT after
+	// random access), those from an mmWave source, and of those the ones
+	// with an overflow.
+	OverflowHandovers  int64 `json:"overflow_handovers"`
+	FromMmWave         int64 `json:"handovers_from_mmwave"`
+	OverflowFromMmWave int64 `json:"overflow_handovers_from_mmwave"`
+	// Model settings the report needs: the per-handover flush-hole
+	// probability (0: off) and the per-packet HARQ fraction.
+	FlushHolesP  float64 `json:"flush_holes_p"`
+	HARQFraction float64 `json:"harq_fraction"`
+	// Drive is set for a replayed measured drive.
+	Drive *Drive `json:"drive,omitempty"`
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) }

@@ -27,6 +27,17 @@ type Scenario struct {
 	Name   string
 	Source string // file path, or "builtin:<name>"
 	Config Config
+	// Drive is set for a replayed drive (schedule.xcal or --xcal): its
+	// files and how they were aligned.
+	Drive *Drive
+}
+
+// Drive describes a replayed measured drive.
+type Drive struct {
+	XCAL      string         `json:"xcal"`
+	Capacity  string         `json:"capacity,omitempty"`
+	Replay    string         `json:"replay"` // "log" (every logged event) or "synthesized"
+	Alignment DriveAlignment `json:"alignment"`
 }
 
 // Scaled returns a copy whose capacities and buffers are multiplied by f
@@ -58,6 +69,11 @@ type LoadOptions struct {
 	// Duration, when > 0, replaces the file's duration before a synthetic
 	// schedule is drawn, so a longer run gets handovers all along.
 	Duration time.Duration
+	// XCALPath and CapacityPath (the --xcal and --capacity flags) replace
+	// the scenario's schedule with a replay of that drive: the XCAL export
+	// and, optionally, its iperf3 UDP log as the capacity of every cell.
+	// They are used as given (not resolved against the scenario).
+	XCALPath, CapacityPath string
 }
 
 // ByteSize is a byte count written as an integer or with a unit: B, KB,
@@ -126,12 +142,17 @@ type faFile struct {
 }
 
 type scenarioFile struct {
-	Name     string        `yaml:"name"`
-	Duration time.Duration `yaml:"duration"`
-	Seed     uint64        `yaml:"seed"`
-	Scale    float64       `yaml:"scale"`
-	RTT      time.Duration `yaml:"rtt"`
-	Uplink   struct {
+	Name      string                   `yaml:"name"`
+	Duration  time.Duration            `yaml:"duration"`
+	Seed      uint64                   `yaml:"seed"`
+	Scale     float64                  `yaml:"scale"`
+	RTT       time.Duration            `yaml:"rtt"`
+	RTTByType map[string]time.Duration `yaml:"rtt_by_type"`
+	// CapacityVariation: "measured" turns every constant (mbps) capacity
+	// into a trace drawn from MeasuredVariability of the cell's type;
+	// "none" or empty keeps it constant.
+	CapacityVariation string `yaml:"capacity_variation"`
+	Uplink            struct {
 		Mbps   float64  `yaml:"mbps"`
 		Buffer ByteSize `yaml:"buffer"`
 	} `yaml:"uplink"`
@@ -143,6 +164,7 @@ type scenarioFile struct {
 	} `yaml:"slots"`
 	Errors struct {
 		HARQFraction float64 `yaml:"harq_fraction"`
+		FlushHoles   float64 `yaml:"flush_holes"`
 		RetxDelay    *Dist   `yaml:"retx_delay"`
 	} `yaml:"errors"`
 	Handover struct {
@@ -161,6 +183,8 @@ type scenarioFile struct {
 		FalseAlarms []faFile      `yaml:"false_alarms"`
 		XCAL        string        `yaml:"xcal"`
 		Iperf3      string        `yaml:"iperf3"`
+		Capacity    string        `yaml:"capacity"`
+		Replay      string        `yaml:"replay"`
 		MaxLead     time.Duration `yaml:"max_lead"`
 	} `yaml:"schedule"`
 }
@@ -343,6 +367,7 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	}
 	l := &loader{src: src, base: base, opts: opts, iperf: map[string]*IperfUDP{}}
 	cfg := DefaultConfig()
+	var drive *Drive
 	if opts.Duration > 0 {
 		f.Duration = opts.Duration
 	}
@@ -404,6 +429,28 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 		return nil, errors.New("errors.harq_fraction: must be in [0,1]")
 	}
 	cfg.HARQFraction = f.Errors.HARQFraction
+	if f.Errors.FlushHoles < 0 || f.Errors.FlushHoles > 1 {
+		return nil, errors.New("errors.flush_holes: must be in [0,1] (a probability per handover)")
+	}
+	cfg.FlushHoles = f.Errors.FlushHoles
+	if len(f.RTTByType) > 0 {
+		cfg.RTTByType = map[signaling.CellType]time.Duration{}
+		for k, v := range f.RTTByType {
+			t, ok := parseType(k)
+			if !ok {
+				return nil, fmt.Errorf("rtt_by_type.%s: not sub6, mmwave or lte", k)
+			}
+			if v <= 0 {
+				return nil, fmt.Errorf("rtt_by_type.%s: must be > 0", k)
+			}
+			cfg.RTTByType[dataType(t)] = v
+		}
+	}
+	switch f.CapacityVariation {
+	case "", "none", "measured":
+	default:
+		return nil, fmt.Errorf("capacity_variation: %q is not measured or none", f.CapacityVariation)
+	}
 	if f.Errors.RetxDelay != nil {
 		if err := f.Errors.RetxDelay.validate("errors.retx_delay"); err != nil {
 			return nil, err
@@ -411,6 +458,12 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 		cfg.RetxDelay = *f.Errors.RetxDelay
 	}
 	if f.Handover.ReportLead != nil {
+		switch f.Handover.ReportLead.Kind {
+		case "paper": // the paper's report→execution figure, as an option
+			*f.Handover.ReportLead = PaperLead
+		case "measured": // the XCAL fit (the default)
+			*f.Handover.ReportLead = DefaultLead
+		}
 		if err := f.Handover.ReportLead.validate("handover.report_lead"); err != nil {
 			return nil, err
 		}
@@ -458,7 +511,17 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 			cfg.CellDefaults[cs.Type] = cs
 		}
 	}
+	if f.CapacityVariation == "measured" {
+		if err := varyCells(&cfg); err != nil {
+			return nil, err
+		}
+	}
 	sc := f.Schedule
+	if opts.XCALPath != "" {
+		// --xcal replaces whatever schedule the file has.
+		sc.Synthetic, sc.Handovers, sc.FalseAlarms = nil, nil, nil
+		sc.XCAL, sc.Iperf3, sc.Capacity = "", "", ""
+	}
 	// One kind of schedule: synthetic, explicit (handovers and/or
 	// false_alarms) or xcal; a conflict names the two fields.
 	var kinds []string
@@ -471,7 +534,7 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	case len(sc.FalseAlarms) > 0:
 		kinds = append(kinds, "schedule.false_alarms")
 	}
-	if sc.XCAL != "" {
+	if sc.XCAL != "" || opts.XCALPath != "" {
 		kinds = append(kinds, "schedule.xcal")
 	}
 	if len(kinds) > 1 {
@@ -492,29 +555,12 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 			return nil, fmt.Errorf("schedule.%w", err)
 		}
 		cfg.Schedule = s
-	case sc.XCAL != "":
-		if sc.Iperf3 == "" {
-			return nil, errors.New("schedule.iperf3: needed with schedule.xcal (its start time aligns the log)")
-		}
-		if opts.XCAL == nil {
-			return nil, errors.New("schedule.xcal: no XCAL reader configured (LoadOptions.XCAL, e.g. over signaling.NewXCALReader)")
-		}
-		ip, err := l.iperf3(sc.Iperf3)
+	case sc.XCAL != "" || opts.XCALPath != "":
+		d, err := l.drive(sc.XCAL, sc.Iperf3, sc.Capacity, sc.Replay, sc.MaxLead, &cfg)
 		if err != nil {
-			return nil, fmt.Errorf("schedule.iperf3: %w", err)
+			return nil, err
 		}
-		evs, err := opts.XCAL(l.path(sc.XCAL))
-		if err != nil {
-			return nil, fmt.Errorf("schedule.xcal: %w", err)
-		}
-		if len(evs) == 0 {
-			return nil, errors.New("schedule.xcal: no events")
-		}
-		maxLead := sc.MaxLead
-		if maxLead <= 0 {
-			maxLead = time.Second
-		}
-		cfg.Schedule = FromEvents(evs, SinceTimeOfDay(evs[0].Time, ip.Start), maxLead)
+		drive = d
 		if sc.Start != "" {
 			cfg.Schedule.Start = sc.Start
 		}
@@ -562,11 +608,171 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	if name == "" {
 		name = strings.TrimSuffix(path.Base(src), path.Ext(src))
 	}
-	scn := &Scenario{Name: name, Source: src, Config: cfg}
+	scn := &Scenario{Name: name, Source: src, Config: cfg, Drive: drive}
 	// Build once so that every error (unknown cells, overlapping
 	// handovers) surfaces at load time, naming its field.
 	if _, err := New(cfg, time.Unix(0, 0), 0); err != nil {
 		return nil, err
 	}
 	return scn, nil
+}
+
+// varyCells gives every cell with a constant capacity the measured
+// variability of its type (MeasuredVariability): a trace as long as the
+// run plus a minute (it repeats after that), drawn from the scenario's
+// seed and the cell's position, so every run of a scenario sees the same
+// capacity.
+func varyCells(cfg *Config) error {
+	length := cfg.Duration + time.Minute
+	vary := func(cs *CellSpec, salt uint64, field string) error {
+		c, ok := cs.Capacity.(Constant)
+		if !ok {
+			return nil
+		}
+		v := MeasuredVariability[dataType(cs.Type)]
+		tr, err := v.Trace(c.BitsPerSecond/1e6, length, cfg.Seed*1000003+salt)
+		if err != nil {
+			return fmt.Errorf("%s.capacity: %w", field, err)
+		}
+		cs.Capacity = tr
+		return nil
+	}
+	for i := range cfg.Cells {
+		if err := vary(&cfg.Cells[i], uint64(i+1), fmt.Sprintf("cells[%d]", i)); err != nil {
+			return err
+		}
+	}
+	for t, d := range cfg.CellDefaults {
+		if err := vary(&d, 1000+uint64(t), "cell_defaults."+typeName(t)); err != nil {
+			return err
+		}
+		cfg.CellDefaults[t] = d
+	}
+	return nil
+}
+
+// drive builds the schedule of a replayed drive: the XCAL log (the
+// --xcal flag, else schedule.xcal), its capacity log (--capacity, else
+// schedule.capacity; schedule.iperf3 is the older key, which only
+// aligns), aligned by AlignDrive.
+func (l *loader) drive(xcal, align, capacity, replay string, maxLead time.Duration, cfg *Config) (*Drive, error) {
+	xcalPath, xfield := l.path(xcal), "schedule.xcal"
+	if l.opts.XCALPath != "" {
+		xcalPath, xfield = l.opts.XCALPath, "--xcal"
+	}
+	capPath, cfield := "", "schedule.capacity"
+	switch {
+	case l.opts.CapacityPath != "":
+		capPath, cfield = l.opts.CapacityPath, "--capacity"
+	case l.opts.XCALPath != "":
+	case capacity != "":
+		capPath = l.path(capacity)
+	}
+	if capacity != "" && align != "" && l.opts.XCALPath == "" {
+		return nil, errors.New("schedule.capacity: conflicts with schedule.iperf3 (capacity replaces it: give one)")
+	}
+	switch replay {
+	case "", "log", "synthesized":
+	default:
+		return nil, fmt.Errorf("schedule.replay: %q is not log or synthesized", replay)
+	}
+	if replay == "" {
+		replay = "log"
+	}
+	if l.opts.XCAL == nil {
+		return nil, errors.New("schedule.xcal: no XCAL reader configured (LoadOptions.XCAL, e.g. over signaling.NewXCALReader)")
+	}
+	// The capacity log first: a missing file is named before the XCAL
+	// log is read.
+	var ip *IperfUDP
+	if capPath != "" {
+		var err error
+		if ip, err = l.iperf3(capPath); err != nil {
+			return nil, fmt.Errorf("%s: %w", cfield, err)
+		}
+	}
+	evs, err := l.opts.XCAL(xcalPath)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", xfield, err)
+	}
+	if len(evs) == 0 {
+		return nil, fmt.Errorf("%s: %s: no events", xfield, xcalPath)
+	}
+	if maxLead <= 0 {
+		maxLead = time.Second
+	}
+	d := &Drive{XCAL: xcalPath, Replay: replay}
+	var since func(time.Time) time.Duration
+	switch {
+	case ip != nil:
+		d.Capacity = capPath
+		since, d.Alignment = AlignDrive(evs, ip)
+		// The capacity log is what the serving cell delivered at each
+		// moment, whichever it was: every cell of the drive takes it.
+		buf := map[signaling.CellType]int64{signaling.CellSub6: MeasuredBufferSub6, signaling.CellMmWave: MeasuredBufferMmWave}
+		if cfg.CellDefaults == nil {
+			cfg.CellDefaults = map[signaling.CellType]CellSpec{}
+		}
+		for _, t := range []signaling.CellType{signaling.CellSub6, signaling.CellMmWave} {
+			cs := cfg.CellDefaults[t]
+			if cs.Buffer <= 0 {
+				cs.Buffer = buf[t]
+				for _, c := range cfg.Cells {
+					if dataType(c.Type) == t {
+						cs.Buffer = c.Buffer
+						break
+					}
+				}
+			}
+			cs.Type, cs.Capacity = t, ip.Series
+			cfg.CellDefaults[t] = cs
+		}
+	case align != "":
+		// schedule.iperf3 (older scenarios): aligns only; the cells keep
+		// the scenario's capacities.
+		ip, err := l.iperf3(align)
+		if err != nil {
+			return nil, fmt.Errorf("schedule.iperf3: %w", err)
+		}
+		since = SinceTimeOfDay(evs[0].Time, ip.Start)
+		d.Capacity = ""
+		d.Alignment = DriveAlignment{Mode: AlignTimestamps, CapacityS: ip.Period().Seconds(),
+			Text: "aligned by timestamps with schedule.iperf3 (XCAL device_time against its start.timestamp.timesecs, zone removed, no refinement)"}
+	default:
+		since, d.Alignment = AlignDrive(evs, nil)
+		if err := defaultsFromCells(cfg); err != nil {
+			return nil, fmt.Errorf("%s: %w", xfield, err)
+		}
+	}
+	if replay == "log" {
+		cfg.Schedule = ReplayLog(evs, since, maxLead)
+	} else {
+		cfg.Schedule = FromEvents(evs, since, maxLead)
+	}
+	return d, nil
+}
+
+// defaultsFromCells gives a drive without a capacity log per-type cell
+// defaults: the scenario's own cell_defaults, else its first declared cell
+// of each type.
+func defaultsFromCells(cfg *Config) error {
+	if cfg.CellDefaults == nil {
+		cfg.CellDefaults = map[signaling.CellType]CellSpec{}
+	}
+	for _, t := range []signaling.CellType{signaling.CellSub6, signaling.CellMmWave} {
+		if _, ok := cfg.CellDefaults[t]; ok {
+			continue
+		}
+		for _, c := range cfg.Cells {
+			if dataType(c.Type) == t {
+				c.Type, c.ID = t, ""
+				cfg.CellDefaults[t] = c
+				break
+			}
+		}
+	}
+	if len(cfg.CellDefaults) == 0 {
+		return errors.New("no capacity log and no cells or cell_defaults to take per-type capacities from")
+	}
+	return nil
 }

@@ -42,6 +42,7 @@ Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML p
 		Example: `  m2ho bench --scenario mixed-drive --repeat 3
   m2ho bench --scenario steady --duration 30s --scale 0.5
   m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
+  m2ho bench --xcal drive-ho.csv --capacity udp-bw.log --variants pass
   m2ho bench --reanalyze bench-out/mixed-drive-20260101-120000 --scenario mixed-drive`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
@@ -61,7 +62,7 @@ Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML p
 				return fmt.Errorf("--scale %v: must be > 0", cfg.Scale)
 			}
 			if reanalyze != "" {
-				sc, err := bench.LoadScenario(cfg.Scenario, cfg.DataDir)
+				sc, err := bench.LoadScenarioDrive(cfg.Scenario, cfg.DataDir, cfg.XCAL, cfg.Capacity)
 				if err != nil {
 					return fmt.Errorf("--scenario %s: %w", cfg.Scenario, err)
 				}
@@ -70,11 +71,17 @@ Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML p
 					dur = sc.Config.Duration
 				}
 				s, err := bench.Reanalyze(reanalyze, bench.Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: cfg.Seed,
-					DurationS: dur.Seconds(), Repeat: max(cfg.Repeat, 1), CommandLine: cfg.CommandLine, Variants: vs})
+					DurationS: dur.Seconds(), Repeat: max(cfg.Repeat, 1), CommandLine: cfg.CommandLine, Variants: vs, DataDir: cfg.DataDir})
 				if err != nil {
 					return err
 				}
 				return report(reanalyze, s)
+			}
+			if cfg.Capacity != "" && cfg.XCAL == "" {
+				return fmt.Errorf("--capacity: needs --xcal (the drive it was measured on)")
+			}
+			if cfg.XCAL != "" && !cmd.Flags().Changed("scenario") {
+				cfg.Scenario = "measured" // its link settings, the drive's schedule
 			}
 			if cfg.OutDir == "" {
 				name := strings.TrimSuffix(filepath.Base(cfg.Scenario), filepath.Ext(cfg.Scenario))
@@ -102,6 +109,8 @@ Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML p
 	f.StringArrayVar(&defs, "variant-def", nil, "define a variant: NAME=ARGS (arguments for m2ho run; repeatable)")
 	f.StringVar(&cfg.OutDir, "out", "", "output directory (default ./bench-out/<scenario>-<timestamp>)")
 	f.StringVar(&cfg.Binary, "m2ho-binary", "", "m2ho executable for the proxy and emulator (default: this one)")
+	f.StringVar(&cfg.XCAL, "xcal", "", "replay a real drive: its XCAL export (every report, command and random access at its logged time); the scenario (default measured) gives the link settings")
+	f.StringVar(&cfg.Capacity, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log, the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "shared data directory for scenarios built from measurements")
 	f.Float64Var(&cfg.LateThreshold, "late-threshold", 0, "emulator: percent of late deliveries that make a run invalid (0: its default)")
 	f.IntVar(&cfg.Port, "port", 5201, "iperf3 port")
@@ -120,6 +129,11 @@ func report(dir string, s bench.Summary) error {
 		filepath.Join(dir, bench.PlotThroughput), filepath.Join(dir, bench.PlotConvergence), filepath.Join(dir, bench.PlotByType))
 	for _, v := range s.Variants {
 		fmt.Printf("  %-8s goodput %7.1f Mbps  convergence mean %.3f s  retransmits %d\n", v.Name, v.GoodputMbps, v.ConvergenceSMean, v.Retransmits)
+	}
+	if c := s.Calibration; c != nil {
+		if err := bench.WriteCalibrationMarkdown(os.Stdout, c); err != nil {
+			return err
+		}
 	}
 	if !s.Valid {
 		for _, p := range s.Problems {

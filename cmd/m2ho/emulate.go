@@ -17,7 +17,6 @@ import (
 	"github.com/m2ho/m2ho/bench/emu"
 	"github.com/m2ho/m2ho/bench/emu/driver"
 	"github.com/m2ho/m2ho/signaling"
-	"github.com/m2ho/m2ho/signaling/sigio"
 	"github.com/m2ho/m2ho/tun"
 )
 
@@ -35,6 +34,7 @@ type emulateFlags struct {
 	lateThreshold float64
 	dataDir       string
 	rtPriority    int
+	xcal, capLog  string
 }
 
 // newEmulateCmd is `m2ho emulate`: the real-time driver of the link model
@@ -61,19 +61,28 @@ commercial sub-6 n77 / mmWave n261 network):
     queued; a burst ends with a partial slot and then an empty one. Each
     slot is published as a MAC event: the proxy estimates the cell's
     capacity (s_max) from exactly this pattern.
+  - Capacity per cell: constant, a trace (mahimahi, iperf3 UDP log,
+    seconds/Mbps), or varying every 0.1 s as the measured cells of its type
+    did (capacity_variation: measured). Base RTT and buffer per cell type
+    as measured (bench/emu/CALIBRATION.md).
   - A measurement report comes a lead time before the handover command
-    (~146 ms on average): A3 for a horizontal handover, B1 or A5 for
-    sub-6->mmWave, A2 for mmWave->sub-6. This is the warning M2HO acts on.
+    (log-normal fitted to the XCAL logs: median 56 ms, p90 103 ms; the paper's 146 ms
+    with report_lead: {dist: paper}): A3 for a horizontal handover, B1 or
+    A5 for sub-6->mmWave, A2 for mmWave->sub-6. This is the warning M2HO
+    acts on. A replayed drive (--xcal) publishes its own log instead:
+    every report, command and random access at its logged time.
   - Finding 1, hard interruption: the UE leaves the source at the command;
     from then until random access to the target completes (33 ms to
     execution plus the 27 ms interruption, by default) nothing is delivered
     in either direction (what the UE sends waits in its buffer), while the
     server keeps sending.
-  - Finding 2, reordering flush: a few packets need link-layer
-    retransmission; packets behind them wait in the UE's reordering buffer.
-    The handover command flushes that buffer to IP, so TCP sees a hole
-    (duplicate ACKs, a spurious fast retransmit) and the missing packets
-    arrive later through the target cell.
+  - Finding 2, reordering flush: at a measured share of handovers
+    (errors.flush_holes, 18.4 %, whatever --scale) one transport block
+    failed its HARQ transmission just before the command; the packets
+    behind it wait in the UE's reordering buffer. The handover command
+    flushes that buffer to IP, so TCP sees a hole (duplicate ACKs, a
+    spurious fast retransmit) and the missing packets arrive later through
+    the target cell. (errors.harq_fraction is the older per-packet model.)
   - Finding 3, target buffer overflow: the source's queue is forwarded to
     the target, and what the sender pushes during the interruption lands
     there too; the target's buffer tail-drops what exceeds it.
@@ -113,6 +122,9 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 				return err
 			}
 			defer log.Sync()
+			if f.xcal != "" && !cmd.Flags().Changed("scenario") {
+				f.scenario = "measured" // its link settings, the drive's schedule
+			}
 			return runEmulate(cmd.Context(), f, log)
 		},
 	}
@@ -130,6 +142,8 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 	fl.StringSliceVar(&f.ueNets, "ue-net", nil, "UE-side prefixes, packets to them go down the link (default: the routes through --ue-if)")
 	fl.Float64Var(&f.lateThreshold, "late-threshold", f.lateThreshold, "percent of late deliveries (>1 ms after due) above which the run is invalid")
 	fl.IntVar(&f.rtPriority, "rt-priority", f.rtPriority, "run the packet loop SCHED_FIFO at this priority (1-99) so a busy machine does not delay deliveries; 0: normal scheduling")
+	fl.StringVar(&f.xcal, "xcal", "", "replay this XCAL export (a real drive) instead of the scenario's schedule: every report, command and random access at its logged time")
+	fl.StringVar(&f.capLog, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log as the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
 	fl.StringVar(&f.dataDir, "data-dir", "", "shared data directory for scenarios that read ../shared/data (default $M2HO_SHARED_DATA, else <repo>/../shared/data)")
 	return cmd
 }
@@ -138,24 +152,22 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 // skipped (and counted), I/O errors end the load.
 func xcalEvents(log *zap.Logger) func(string) ([]signaling.Event, error) {
 	return func(path string) ([]signaling.Event, error) {
-		evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
-		bad := 0
-		for _, err := range errs {
-			var pe *signaling.ParseError
-			if !errors.As(err, &pe) {
-				return nil, err
-			}
-			bad++
+		evs, bad, first, err := driver.ReadXCAL(path)
+		if err != nil {
+			return nil, err
 		}
 		if bad > 0 {
-			log.Warn("XCAL rows skipped", zap.String("file", path), zap.Int("rows", bad), zap.Error(errs[0]))
+			log.Warn("XCAL rows skipped", zap.String("file", path), zap.Int("rows", bad), zap.Error(first))
 		}
 		return evs, nil
 	}
 }
 
 func loadScenario(f emulateFlags, log *zap.Logger) (*emu.Scenario, error) {
-	opts := emu.LoadOptions{XCAL: xcalEvents(log), DataDir: f.dataDir, Duration: f.duration}
+	if f.capLog != "" && f.xcal == "" {
+		return nil, errors.New("--capacity: needs --xcal (the drive it was measured on)")
+	}
+	opts := emu.LoadOptions{XCAL: xcalEvents(log), DataDir: f.dataDir, Duration: f.duration, XCALPath: f.xcal, CapacityPath: f.capLog}
 	var (
 		s   *emu.Scenario
 		err error
@@ -203,6 +215,9 @@ func runEmulate(ctx context.Context, f emulateFlags, log *zap.Logger) error {
 		}
 	}()
 	dur := scn.Config.Duration
+	if scn.Drive != nil {
+		fmt.Printf("emulate: drive %s: %s\n", scn.Drive.XCAL, scn.Drive.Alignment.Text)
+	}
 	log.Info("emulating",
 		zap.String("scenario", scn.Name), zap.String("source", scn.Source), zap.Float64("scale", scn.Config.Scale),
 		zap.Duration("duration", dur), zap.String("tun", f.tun), zap.String("tun_offload", offload.String()), zap.String("device", link.Device), zap.String("ue_nets", emu.FormatPrefixes(link.UENets)),

@@ -485,6 +485,9 @@ func (d *Driver) finish(start time.Time, elapsed time.Duration, loopErr error) (
 		DeliveredPackets: d.st.Delivered, OverflowDrops: c.OverflowDrops, ReorderFlushes: c.ReorderFlushes,
 		FlushedHoles: c.FlushedHoles, FalseAlarms: int64(len(res.FalseAlarms)), Handovers: int64(len(res.Handovers)),
 		DupAcksUp: d.st.DupAcks, EventsPublished: d.published, EventsDropped: dropped,
+		OverflowHandovers: c.OverflowHandovers, FromMmWave: c.FromMmWave, OverflowFromMmWave: c.OverflowFromMmWave,
+		FlushHolesP: d.cfg.Scenario.Config.FlushHoles, HARQFraction: d.cfg.Scenario.Config.HARQFraction,
+		Drive: d.cfg.Scenario.Drive,
 	}
 	errs = append(errs, WriteOutputs(d.cfg.OutDir, &res))
 	return res, errors.Join(errs...)

@@ -3,7 +3,6 @@ package driver
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -15,7 +14,6 @@ import (
 	"github.com/m2ho/m2ho/bench/emu"
 	"github.com/m2ho/m2ho/proxy/packettest"
 	"github.com/m2ho/m2ho/signaling"
-	"github.com/m2ho/m2ho/signaling/sigio"
 	"github.com/m2ho/m2ho/tun"
 )
 
@@ -77,7 +75,8 @@ func TestWriteOutputs(t *testing.T) {
 		t.Fatal(err)
 	}
 	keys := []string{"scenario", "scale", "start_unix_ns", "duration_s", "valid", "late_pct", "max_late_ms", "delivered_packets",
-		"overflow_drops", "reorder_flushes", "flushed_holes", "false_alarms", "handovers", "dup_acks_up", "events_published", "events_dropped"}
+		"overflow_drops", "reorder_flushes", "flushed_holes", "false_alarms", "handovers", "dup_acks_up", "events_published", "events_dropped",
+		"overflow_handovers", "handovers_from_mmwave", "overflow_handovers_from_mmwave", "flush_holes_p", "harq_fraction"} // drive: only for a replayed drive
 	if len(raw) != len(keys) {
 		t.Errorf("emulator.json has %d keys, want %d: %v", len(raw), len(keys), raw)
 	}
@@ -231,14 +230,8 @@ func TestMeasuredScenarioBuildsModel(t *testing.T) {
 		t.Skipf("shared data not found at %s (set M2HO_SHARED_DATA)", dir)
 	}
 	xcal := func(path string) ([]signaling.Event, error) {
-		evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
-		for _, err := range errs {
-			var pe *signaling.ParseError
-			if !errors.As(err, &pe) {
-				return nil, err
-			}
-		}
-		return evs, nil
+		evs, _, _, err := ReadXCAL(path)
+		return evs, err
 	}
 	s, err := Builtin("measured", emu.LoadOptions{XCAL: xcal})
 	if err != nil {

@@ -1,11 +1,14 @@
 package driver
 
 import (
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
 
 	"github.com/m2ho/m2ho/bench/emu"
+	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 // The file-system side of scenario loading: the pure loader in bench/emu
@@ -78,4 +81,23 @@ func DataDir(dir string) string {
 		}
 	}
 	return filepath.Join("..", "shared", "data")
+}
+
+// ReadXCAL reads an XCAL export for a measured scenario: what the log
+// records (emu.Recorded: the reader's inferred handovers are left out),
+// and how many rows did not parse (skipped; the first such error is
+// returned as firstBad). An I/O error ends the load.
+func ReadXCAL(path string) (evs []signaling.Event, bad int, firstBad error, err error) {
+	all, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
+	for _, e := range errs {
+		var pe *signaling.ParseError
+		if !errors.As(e, &pe) {
+			return nil, 0, nil, e
+		}
+		if bad == 0 {
+			firstBad = e
+		}
+		bad++
+	}
+	return emu.Recorded(all), bad, firstBad, nil
 }

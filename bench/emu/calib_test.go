@@ -1,0 +1,305 @@
+package emu
+
+import (
+	"crypto/sha256"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
+)
+
+// A varying capacity delivers, interval by interval, exactly the trace's
+// bytes while the cell is saturated: at every interval boundary the bytes
+// of the packets delivered by then are the trace's cumulative bytes less
+// the part of one packet still on the air.
+func TestVaryingCapacityDeliversTheTrace(t *testing.T) {
+	tr, err := MeasuredVariability[signaling.CellSub6].Trace(40, 5*time.Second, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := oneMs()
+	c.Cells = []CellSpec{{ID: "A", Type: signaling.CellSub6, Capacity: tr, Buffer: 1 << 30}}
+	r := newRun(t, c)
+	for i := range 30000 { // 45 MB at t=0: more than 5 s of the trace can carry
+		r.m.Enqueue(t0, Down, uint64(i), 1500)
+	}
+	r.until(5 * time.Second)
+	var cum int64
+	k := 0
+	for b := 100 * time.Millisecond; b <= 5*time.Second; b += 100 * time.Millisecond {
+		for k < len(r.out) && r.out[k].Due.Sub(t0) <= b {
+			if r.out[k].Dir == Down && !r.out[k].Dropped {
+				cum += int64(r.out[k].Size)
+			}
+			k++
+		}
+		want := tr.Bytes(0, b)
+		if cum > want || cum <= want-1500 {
+			t.Fatalf("by %v: %d bytes delivered, trace %d (must be within one packet below)", b, cum, want)
+		}
+	}
+	// and the trace varies as fitted: not a constant in disguise
+	lo, hi := math.Inf(1), 0.0
+	for b := time.Duration(0); b < 5*time.Second; b += 100 * time.Millisecond {
+		v := float64(tr.Bytes(b, b+100*time.Millisecond))
+		lo, hi = math.Min(lo, v), math.Max(hi, v)
+	}
+	if hi < 2*lo {
+		t.Fatalf("trace from %v to %v bytes per 0.1 s: no variation", lo, hi)
+	}
+}
+
+// The base RTT follows the serving cell's type: the wired delay is the
+// smallest (mmWave, 30 ms), a sub-6 cell adds its 10 ms on the downlink.
+func TestRTTByType(t *testing.T) {
+	for _, tc := range []struct {
+		typ  signaling.CellType
+		slot time.Duration
+		down time.Duration // one packet enqueued at 0
+	}{
+		// wire 15 ms, first slot ending after it at 15.5 ms, + 10 ms
+		{signaling.CellSub6, 500 * time.Microsecond, 25500 * time.Microsecond},
+		// wire 15 ms, slot 125 us grid: 15.125 ms, no extra
+		{signaling.CellMmWave, 125 * time.Microsecond, 15125 * time.Microsecond},
+	} {
+		c := DefaultConfig()
+		c.SlotEvents = SlotEventsNone
+		c.RTTByType = map[signaling.CellType]time.Duration{signaling.CellSub6: 40 * time.Millisecond, signaling.CellMmWave: 30 * time.Millisecond}
+		c.Cells = []CellSpec{{ID: "A", Type: tc.typ, Capacity: Mbps(1000), Buffer: 1 << 20}}
+		r := newRun(t, c)
+		r.m.Enqueue(t0, Down, 1, 1500)
+		r.m.Enqueue(t0, Up, 2, 1500)
+		r.until(time.Second)
+		g := r.got(Down)
+		// uplink: 1500 B at 100 Mbit/s = 120 us on the air + 15 ms
+		if u := r.got(Up); len(g) != 1 || g[0].at != tc.down || len(u) != 1 || u[0].at != 15120*time.Microsecond {
+			t.Fatalf("%v: down %+v up %+v, want down at %v and up at 15.12ms", tc.typ, g, u, tc.down)
+		}
+	}
+}
+
+// The per-handover flush-hole model: over many handovers with a fixed
+// seed the share of handovers whose flush has holes is the configured
+// probability, and the same at every --scale (the decision is per
+// handover, not per packet), while the per-packet model's rate moves with
+// the packet rate.
+func TestFlushHolesPerHandoverIndependentOfScale(t *testing.T) {
+	const n = 600
+	sim := func(scale float64, perPacket bool) Counters {
+		c := DefaultConfig()
+		c.RTT = 2 * time.Millisecond
+		c.SlotEvents = SlotEventsNone
+		c.Scale = scale
+		if perPacket {
+			c.HARQFraction = 0.0005
+		} else {
+			c.FlushHoles = 0.184
+		}
+		c.Cells = []CellSpec{{ID: "A", Type: signaling.CellSub6, Capacity: Mbps(40), Buffer: 200_000},
+			{ID: "B", Type: signaling.CellSub6, Capacity: Mbps(40), Buffer: 200_000}}
+		c.Schedule.Start = "A"
+		for i := range n {
+			to := "B"
+			if i%2 == 1 {
+				to = "A"
+			}
+			c.Schedule.Handovers = append(c.Schedule.Handovers, Handover{At: time.Duration(i+1) * 500 * time.Millisecond, To: to})
+		}
+		m, err := New(c, t0, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []Delivery
+		var ev []signaling.Event
+		// a sender that keeps the link full: 1.5x the cell's rate
+		gap := time.Duration(1500 * 8 / (60e6 * scale) * 1e9)
+		id := uint64(0)
+		end := time.Duration(n+1) * 500 * time.Millisecond
+		for t := time.Duration(0); t < end; t += gap {
+			m.Enqueue(t0.Add(t), Down, id, 1500)
+			id++
+			m.Step(t0.Add(t), &out, &ev)
+			out, ev = out[:0], ev[:0]
+		}
+		return m.Counters()
+	}
+	a, b := sim(0.3, false), sim(1, false)
+	if a.ReorderFlushes != b.ReorderFlushes || a.HolesPlanned != b.HolesPlanned {
+		t.Fatalf("per-handover model: flushes with holes %d at scale 0.3, %d at 1.0 (planned %d, %d)", a.ReorderFlushes, b.ReorderFlushes, a.HolesPlanned, b.HolesPlanned)
+	}
+	// binomial(600, 0.184): sd 9.5; within 4 sd
+	if got := float64(b.ReorderFlushes); math.Abs(got-0.184*n) > 4*math.Sqrt(n*0.184*0.816) {
+		t.Fatalf("flushes with holes %v of %d handovers, want ~%.0f", got, n, 0.184*n)
+	}
+	if b.Handovers[0][0] != n {
+		t.Fatalf("%d handovers", b.Handovers[0][0])
+	}
+	pa, pb := sim(0.3, true), sim(1, true)
+	if pb.ReorderFlushes < pa.ReorderFlushes*2 {
+		t.Fatalf("per-packet model: %d flushes with holes at 0.3, %d at 1.0: expected to grow with the packet rate", pa.ReorderFlushes, pb.ReorderFlushes)
+	}
+	t.Logf("per-handover %d/%d at both scales; per-packet %d at 0.3, %d at 1.0", b.ReorderFlushes, n, pa.ReorderFlushes, pb.ReorderFlushes)
+}
+
+// The uplink during a handover (TS 38.300 §9.2.3.2, TS 38.321 §5.1): the
+// UE stops transmitting on the source at the command, sends nothing until
+// random access on the target completes, then sends what it buffered, in
+// order, at the uplink rate.
+func TestUplinkFrozenFromCommandToRandomAccess(t *testing.T) {
+	c := oneMs()
+	c.UplinkMbps = 12 // 1 ms per 1500-byte packet
+	c.Schedule.Handovers = []Handover{{At: 100 * time.Millisecond, To: "B", Lead: 10 * time.Millisecond}}
+	r := newRun(t, c)
+	// RA = command + 33 ms + 27 ms = 160 ms
+	r.m.Enqueue(t0.Add(99500*time.Microsecond), Up, 1, 1500) // would end at 100.5 ms: spans the command
+	r.m.Enqueue(t0.Add(120*time.Millisecond), Up, 2, 1500)   // during the interruption
+	r.m.Enqueue(t0.Add(121*time.Millisecond), Up, 3, 1500)
+	r.m.Enqueue(t0.Add(200*time.Millisecond), Up, 4, 1500) // after: unaffected
+	r.until(time.Second)
+	want := []got{{1, 161 * time.Millisecond, false}, {2, 162 * time.Millisecond, false}, {3, 163 * time.Millisecond, false}, {4, 201 * time.Millisecond, false}}
+	g := r.got(Up)
+	if len(g) != len(want) {
+		t.Fatalf("up %+v", g)
+	}
+	for i := range want {
+		if g[i] != want[i] {
+			t.Fatalf("up %+v, want %+v", g, want)
+		}
+	}
+}
+
+// The lead distribution: the log-normal's quantiles by formula, and the
+// draws follow them.
+func TestLeadQuantiles(t *testing.T) {
+	d := DefaultLead
+	if q := d.Quantile(0.5); q != 56*time.Millisecond {
+		t.Fatalf("median %v", q)
+	}
+	if q := d.Quantile(0.9); q < 103*time.Millisecond || q > 104*time.Millisecond { // 56 ms x e^(0.48 x 1.2816)
+		t.Fatalf("p90 %v", q)
+	}
+	if q := d.Quantile(0.1); q < 30*time.Millisecond || q > 31*time.Millisecond {
+		t.Fatalf("p10 %v", q)
+	}
+	if q := PaperLead.Quantile(0.5); q != 146*time.Millisecond {
+		t.Fatalf("paper median %v", q)
+	}
+	r := newRun(t, oneMs()).m.rng
+	xs := make([]time.Duration, 20000)
+	for i := range xs {
+		xs[i] = d.Draw(r)
+	}
+	for _, p := range []float64{0.1, 0.5, 0.9} {
+		if got, want := DurationQuantile(xs, p), d.Quantile(p); math.Abs(float64(got-want)) > 0.04*float64(want) {
+			t.Errorf("p%.0f of draws %v, formula %v", p*100, got, want)
+		}
+	}
+}
+
+// FitVariability recovers what Trace was drawn with.
+func TestVariabilityRefit(t *testing.T) {
+	v := MeasuredVariability[signaling.CellMmWave]
+	tr, err := v.Trace(500, 2000*time.Second, 11)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seg []float64
+	for b := time.Duration(0); b < 2000*time.Second; b += v.Interval {
+		seg = append(seg, float64(tr.Bytes(b, b+v.Interval))*8/v.Interval.Seconds()/1e6)
+	}
+	f, err := FitVariability([][]float64{seg}, v.Interval, len(v.Quantiles))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if math.Abs(f.Rho-v.Rho) > 0.03 {
+		t.Errorf("rho %.3f, drawn with %.3f", f.Rho, v.Rho)
+	}
+	// the refit normalises by the sample mean, which Trace set to 500
+	var sum float64
+	for _, x := range seg {
+		sum += x
+	}
+	if m := sum / float64(len(seg)); math.Abs(m-500) > 15 {
+		t.Errorf("trace mean %.1f Mbit/s, asked 500", m)
+	}
+	for i := 1; i < len(v.Quantiles)-1; i++ {
+		if want := v.Quantiles[i] / v.Mean(); math.Abs(f.Quantiles[i]-want) > 0.04 {
+			t.Errorf("quantile %d: %.3f, drawn with %.3f", i, f.Quantiles[i], want)
+		}
+	}
+}
+
+// The recorded figures are what the fits give on the shared data.
+func TestFittedConstantsFromData(t *testing.T) {
+	root := filepath.Join(testDataDir(), "m2ho-mobicom24", "measurements")
+	if _, err := os.Stat(root); err != nil {
+		t.Skipf("shared data absent (%s): the recorded constants stand in", root)
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "*", "*", "*.csv"))
+	seen := map[[32]byte]bool{}
+	var leads []time.Duration
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := sha256.Sum256(b); !seen[h] {
+			seen[h] = true
+			leads = append(leads, LeadSamples(xcalEvents(t, f), time.Second)...)
+		}
+	}
+	med, sigma, err := FitLogNormalQuantiles(leads)
+	if err != nil || math.Abs(float64(med-LeadMedian)) > float64(time.Millisecond) || math.Abs(sigma-LeadSigma) > 0.01 {
+		t.Fatalf("lead fit over %d samples: median %v sigma %.3f (%v); recorded %v, %.2f", len(leads), med, sigma, err, LeadMedian, LeadSigma)
+	}
+	if mm, ms, err := FitLogNormal(leads); err != nil || math.Abs(ms-0.77) > 0.01 || math.Abs(float64(mm-54*time.Millisecond)) > float64(time.Millisecond) {
+		t.Fatalf("maximum-likelihood fit: median %v sigma %.3f (%v); CALIBRATION.md says 54.1 ms, 0.770", mm, ms, err)
+	}
+	segs := map[signaling.CellType][][]float64{}
+	for i := 1; i <= 4; i++ {
+		logs, _ := filepath.Glob(filepath.Join(root, "202302", "16", "udp-bw-jitter-"+string(rune('0'+i))+"-*.log"))
+		f, err := os.Open(logs[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, err := ParseIperf3UDP(logs[0], f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := xcalEvents(t, filepath.Join(root, "202302", "16", "bw-"+string(rune('0'+i))+"-ho.csv"))
+		since, _ := AlignDrive(evs, ip)
+		for k, v := range TypeSegments(ip.Series, NewServingTimeline(evs, since), 100*time.Millisecond) {
+			segs[k] = append(segs[k], v...)
+		}
+	}
+	for typ, want := range MeasuredVariability {
+		got, err := FitVariability(segs[typ], 100*time.Millisecond, len(want.Quantiles))
+		if err != nil || got.N != want.N || math.Abs(got.Rho-want.Rho) > 0.001 {
+			t.Fatalf("%v: n %d rho %.4f (%v); recorded n %d rho %.3f", typ, got.N, got.Rho, err, want.N, want.Rho)
+		}
+		for i := range want.Quantiles {
+			if math.Abs(got.Quantiles[i]-want.Quantiles[i]) > 0.001 {
+				t.Fatalf("%v quantile %d: %.4f, recorded %.3f", typ, i, got.Quantiles[i], want.Quantiles[i])
+			}
+		}
+	}
+	t.Logf("lead n=%d median %v sigma %.3f p50 %v p90 %v", len(leads), med, sigma, DurationQuantile(leads, 0.5), DurationQuantile(leads, 0.9))
+}
+
+func xcalEvents(t *testing.T, path string) []signaling.Event {
+	t.Helper()
+	evs, _, errs := sigio.ReadAll(path, signaling.FormatXCAL)
+	for _, e := range errs {
+		var pe *signaling.ParseError
+		if !errors.As(e, &pe) {
+			t.Fatal(e)
+		}
+	}
+	return Recorded(evs)
+}

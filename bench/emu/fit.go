@@ -1,0 +1,435 @@
+package emu
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sort"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// Fitted figures of the calibration (bench/emu/CALIBRATION.md gives the
+// sources and the commands; the tests refit them from the shared data when
+// it is present and check these constants).
+const (
+	// LeadMedian and LeadSigma: log-normal fit (median, σ of ln) of the
+	// report→command intervals of the M2HO artifact's XCAL logs, by
+	// quantiles (FitLogNormalQuantiles: the sample median, σ from the
+	// p10-p90 range), because a few outliers (a 457 ms lead, leads of a
+	// few ms) inflate the maximum-likelihood σ to 0.77 and push its p90 to
+	// 144 ms against the measured 102 ms.
+	LeadMedian = 56 * time.Millisecond
+	LeadSigma  = 0.48
+)
+
+// LeadSamples are the report→command intervals of one signalling log: for
+// every handover command, the time since the last measurement report
+// before it (A1 and periodic reports excluded: they do not trigger a
+// handover) when that report is at most maxLead old. A report answers at
+// most one command.
+func LeadSamples(evs []signaling.Event, maxLead time.Duration) []time.Duration {
+	var out []time.Duration
+	var last time.Time
+	for _, e := range evs {
+		switch e.Kind {
+		case signaling.KindReport:
+			if e.Meas != signaling.MeasA1 && e.Meas != signaling.MeasPeriodic && e.Meas != signaling.MeasUnknown {
+				last = e.Time
+			}
+		case signaling.KindHOCommand:
+			// An inferred handover (signaling/XCAL.md) carries the time of
+			// the evidence that revealed it, not of a command: no lead.
+			if !last.IsZero() && !e.Inferred {
+				if d := e.Time.Sub(last); d >= 0 && d <= maxLead {
+					out = append(out, d)
+				}
+			}
+			last = time.Time{}
+		}
+	}
+	return out
+}
+
+// FitLogNormal returns the median and the σ of ln of positive samples
+// (maximum likelihood: the mean and standard deviation of the logs).
+func FitLogNormal(xs []time.Duration) (median time.Duration, sigma float64, err error) {
+	var s, s2 float64
+	n := 0
+	for _, x := range xs {
+		if x <= 0 {
+			continue
+		}
+		l := math.Log(float64(x))
+		s += l
+		s2 += l * l
+		n++
+	}
+	if n < 2 {
+		return 0, 0, errors.New("lognormal fit: fewer than 2 positive samples")
+	}
+	mu := s / float64(n)
+	v := (s2 - float64(n)*mu*mu) / float64(n-1)
+	return time.Duration(math.Exp(mu)), math.Sqrt(math.Max(v, 0)), nil
+}
+
+// FitLogNormalQuantiles is a robust log-normal fit: the sample median, and
+// σ = (ln p90 - ln p10) / (2 · 1.2816), which matches the p10 and p90 of a
+// log-normal exactly.
+func FitLogNormalQuantiles(xs []time.Duration) (median time.Duration, sigma float64, err error) {
+	if len(xs) < 10 {
+		return 0, 0, errors.New("lognormal quantile fit: fewer than 10 samples")
+	}
+	p10, p50, p90 := DurationQuantile(xs, 0.1), DurationQuantile(xs, 0.5), DurationQuantile(xs, 0.9)
+	if p10 <= 0 {
+		return 0, 0, errors.New("lognormal quantile fit: p10 is not positive")
+	}
+	z90 := math.Sqrt2 * math.Erfinv(0.8)
+	return p50, (math.Log(float64(p90)) - math.Log(float64(p10))) / (2 * z90), nil
+}
+
+// DurationQuantile is the p-quantile (0..1, linear interpolation) of xs.
+func DurationQuantile(xs []time.Duration, p float64) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), xs...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	f := p * float64(len(s)-1)
+	lo := int(math.Floor(f))
+	hi := min(lo+1, len(s)-1)
+	return s[lo] + time.Duration(float64(s[hi]-s[lo])*(f-float64(lo)))
+}
+
+// ServingTimeline is the serving cell type over a run's time, from a
+// signalling log's handover commands (LTE targets count as sub-6: the
+// data then rides the LTE anchor or the sub-6 cell).
+type ServingTimeline struct {
+	at    []time.Duration
+	types []signaling.CellType
+	first signaling.CellType
+}
+
+// NewServingTimeline reads the commands of evs, placed by since.
+func NewServingTimeline(evs []signaling.Event, since func(time.Time) time.Duration) ServingTimeline {
+	tl := ServingTimeline{first: signaling.CellUnknown}
+	for _, e := range evs {
+		if e.Kind != signaling.KindHOCommand {
+			continue
+		}
+		if tl.first == signaling.CellUnknown {
+			tl.first = dataType(e.Serving.Type)
+		}
+		tl.at = append(tl.at, since(e.Time))
+		tl.types = append(tl.types, dataType(e.Target.Type))
+	}
+	if tl.first == signaling.CellUnknown {
+		tl.first = signaling.CellSub6
+	}
+	return tl
+}
+
+func dataType(t signaling.CellType) signaling.CellType {
+	if t == signaling.CellMmWave {
+		return t
+	}
+	return signaling.CellSub6
+}
+
+// At is the type serving at t.
+func (tl ServingTimeline) At(t time.Duration) signaling.CellType {
+	k := sort.Search(len(tl.at), func(i int) bool { return tl.at[i] > t })
+	if k == 0 {
+		return tl.first
+	}
+	return tl.types[k-1]
+}
+
+// Variability is a per-cell-type model of how a cell's capacity varies
+// around its mean, every Interval: the marginal distribution of the
+// normalised capacity (capacity / the type's mean) as quantiles, and its
+// lag-1 autocorrelation (of the normal scores: a Gaussian copula). Trace
+// draws a capacity series with both, so a synthetic cell varies as the
+// measured cells of its type did.
+type Variability struct {
+	Interval time.Duration
+	// Quantiles[i] is the normalised capacity at probability
+	// i/(len(Quantiles)-1); non-decreasing, mean ~1.
+	Quantiles []float64
+	// Rho is the lag-1 autocorrelation of the normal scores at Interval.
+	Rho float64
+	// N is the number of samples fitted (informational).
+	N int
+}
+
+// FitVariability fits a Variability to segments of consecutive capacity
+// samples (Mbps, one per interval) of one cell type: each segment is a
+// stretch of one log under one serving type, so no lag pair spans a
+// handover or two logs. nq quantiles (>= 2).
+func FitVariability(segs [][]float64, interval time.Duration, nq int) (Variability, error) {
+	if nq < 2 {
+		return Variability{}, errors.New("variability fit: need at least 2 quantiles")
+	}
+	var all []float64
+	for _, s := range segs {
+		all = append(all, s...)
+	}
+	if len(all) < 10 {
+		return Variability{}, fmt.Errorf("variability fit: %d samples, need at least 10", len(all))
+	}
+	var mean float64
+	for _, x := range all {
+		mean += x
+	}
+	mean /= float64(len(all))
+	if !(mean > 0) {
+		return Variability{}, errors.New("variability fit: mean capacity is 0")
+	}
+	sorted := append([]float64(nil), all...)
+	sort.Float64s(sorted)
+	v := Variability{Interval: interval, Quantiles: make([]float64, nq), N: len(all)}
+	for i := range v.Quantiles {
+		f := float64(i) / float64(nq-1) * float64(len(sorted)-1)
+		lo := int(math.Floor(f))
+		hi := min(lo+1, len(sorted)-1)
+		v.Quantiles[i] = (sorted[lo] + (sorted[hi]-sorted[lo])*(f-float64(lo))) / mean
+	}
+	// Normal scores by rank (mid-ranks for ties), then the lag-1
+	// correlation over the pairs inside each segment.
+	score := func(x float64) float64 {
+		lo := sort.SearchFloat64s(sorted, x)
+		hi := sort.Search(len(sorted), func(i int) bool { return sorted[i] > x })
+		p := (float64(lo+hi)/2 + 0.5) / float64(len(sorted)+1)
+		return math.Sqrt2 * math.Erfinv(2*p-1)
+	}
+	var sxy, sxx, syy, sx, sy float64
+	n := 0
+	for _, s := range segs {
+		for i := 1; i < len(s); i++ {
+			a, b := score(s[i-1]), score(s[i])
+			sx += a
+			sy += b
+			sxy += a * b
+			sxx += a * a
+			syy += b * b
+			n++
+		}
+	}
+	if n >= 2 {
+		fn := float64(n)
+		cov := sxy/fn - sx/fn*sy/fn
+		den := math.Sqrt((sxx/fn - sx*sx/fn/fn) * (syy/fn - sy*sy/fn/fn))
+		if den > 0 {
+			v.Rho = cov / den
+		}
+	}
+	return v, nil
+}
+
+func (v Variability) validate(field string) error {
+	if v.Interval <= 0 {
+		return fmt.Errorf("%s.interval: must be > 0", field)
+	}
+	if len(v.Quantiles) < 2 {
+		return fmt.Errorf("%s.quantiles: need at least 2", field)
+	}
+	for i, q := range v.Quantiles {
+		if !(q >= 0) || (i > 0 && q < v.Quantiles[i-1]) {
+			return fmt.Errorf("%s.quantiles[%d]: must be >= 0 and non-decreasing", field, i)
+		}
+	}
+	if !(v.Rho > -1 && v.Rho < 1) {
+		return fmt.Errorf("%s.rho: %v must be in (-1, 1)", field, v.Rho)
+	}
+	return nil
+}
+
+// Mean is the mean of the interpolated quantile function (what Trace's
+// draws average to before it rescales them to exactly the mean asked for).
+func (v Variability) Mean() float64 {
+	var s float64
+	for i := 1; i < len(v.Quantiles); i++ {
+		s += (v.Quantiles[i-1] + v.Quantiles[i]) / 2
+	}
+	return s / float64(len(v.Quantiles)-1)
+}
+
+// quantile maps a probability to a normalised capacity.
+func (v Variability) quantile(p float64) float64 {
+	f := p * float64(len(v.Quantiles)-1)
+	lo := int(math.Floor(f))
+	if lo >= len(v.Quantiles)-1 {
+		return v.Quantiles[len(v.Quantiles)-1]
+	}
+	if lo < 0 {
+		return v.Quantiles[0]
+	}
+	return v.Quantiles[lo] + (v.Quantiles[lo+1]-v.Quantiles[lo])*(f-float64(lo))
+}
+
+// Trace draws a capacity of mean meanMbps over [0, length), one value per
+// Interval: z_k = ρ·z_{k-1} + √(1-ρ²)·ε_k, capacity_k = mean · Q(Φ(z_k)) /
+// v.Mean() (Q interpolates the quantiles linearly; the division makes the
+// expected mean exactly meanMbps).
+// The same seed gives the same trace. The Series repeats after length.
+func (v Variability) Trace(meanMbps float64, length time.Duration, seed uint64) (*Series, error) {
+	if err := v.validate("variability"); err != nil {
+		return nil, err
+	}
+	if !(meanMbps > 0) || length < v.Interval {
+		return nil, fmt.Errorf("variability trace: mean %v Mbps and length %v (need > 0 and >= one interval)", meanMbps, length)
+	}
+	n := int(length / v.Interval)
+	r := rand.New(rand.NewPCG(seed, 0x766172))
+	ends := make([]time.Duration, n)
+	segs := make([]int64, n)
+	z := r.NormFloat64()
+	c := math.Sqrt(1 - v.Rho*v.Rho)
+	bytesPer := meanMbps * 1e6 / 8 * v.Interval.Seconds() / v.Mean()
+	for k := range n {
+		if k > 0 {
+			z = v.Rho*z + c*r.NormFloat64()
+		}
+		p := 0.5 * (1 + math.Erf(z/math.Sqrt2))
+		ends[k] = time.Duration(k+1) * v.Interval
+		segs[k] = int64(bytesPer * v.quantile(p))
+	}
+	return NewSeries(ends, segs)
+}
+
+// TypeSegments cuts a capacity log into per-interval samples (Mbps) by the
+// serving type at each interval's start: one segment per stretch of one
+// type. Intervals are taken over [0, period) of the series.
+func TypeSegments(s *Series, tl ServingTimeline, interval time.Duration) map[signaling.CellType][][]float64 {
+	out := map[signaling.CellType][][]float64{}
+	var cur []float64
+	curT := signaling.CellUnknown
+	for t := time.Duration(0); t+interval <= s.Period(); t += interval {
+		ty := tl.At(t)
+		if ty != curT && len(cur) > 0 {
+			out[curT] = append(out[curT], cur)
+			cur = nil
+		}
+		curT = ty
+		cur = append(cur, float64(s.Bytes(t, t+interval))*8/interval.Seconds()/1e6)
+	}
+	if len(cur) > 0 {
+		out[curT] = append(out[curT], cur)
+	}
+	return out
+}
+
+// RefineShift finds the shift of a signalling log against a capacity log
+// that best matches the capacity steps of the vertical handovers: the
+// shift (within ±limit, in steps of step) maximising the difference
+// between the mean log-capacity of the intervals served by mmWave and of
+// those served by sub-6 when every event is moved by the shift. A log
+// without both types gives 0, false. The timestamps of the two logs come
+// from different clocks (the UE's for XCAL, the iperf3 host's, rounded
+// down to the second, for the capacity); this removes what they leave.
+func RefineShift(s *Series, tl ServingTimeline, limit, step time.Duration) (time.Duration, bool) {
+	const iv = 100 * time.Millisecond
+	n := int(s.Period() / iv)
+	if n < 2 || step <= 0 {
+		return 0, false
+	}
+	logc := make([]float64, n)
+	for i := range logc {
+		t := time.Duration(i) * iv
+		logc[i] = math.Log(1 + float64(s.Bytes(t, t+iv))*8/iv.Seconds()/1e6)
+	}
+	best, bestScore, found := time.Duration(0), math.Inf(-1), false
+	for sh := -limit; sh <= limit; sh += step {
+		var sm, ss float64
+		var nm, ns int
+		for i, c := range logc {
+			if tl.At(time.Duration(i)*iv-sh) == signaling.CellMmWave {
+				sm += c
+				nm++
+			} else {
+				ss += c
+				ns++
+			}
+		}
+		if nm == 0 || ns == 0 {
+			continue
+		}
+		// ties go to the smallest |shift|: the timestamps are the prior
+		if sc := sm/float64(nm) - ss/float64(ns); sc > bestScore+1e-12 || (math.Abs(sc-bestScore) <= 1e-12 && absDur(sh) < absDur(best)) {
+			best, bestScore, found = sh, sc, true
+		}
+	}
+	return best, found
+}
+
+func absDur(d time.Duration) time.Duration {
+	if d < 0 {
+		return -d
+	}
+	return d
+}
+
+// Shifted moves a ServingTimeline by d (events later by d).
+func (tl ServingTimeline) Shifted(d time.Duration) ServingTimeline {
+	c := tl
+	c.at = make([]time.Duration, len(tl.at))
+	for i, t := range tl.at {
+		c.at[i] = t + d
+	}
+	return c
+}
+
+// MeasuredVariability is FitVariability over the M2HO artifact's four
+// 0.1 s UDP saturation logs of 2023-02-16 (udp-bw-jitter-{1..4}), each
+// interval typed by the serving cell of its XCAL log (bw-{1..4}-ho.csv,
+// aligned by timestamps and refined by RefineShift: -1.8, -1.5, -1.2,
+// -1.4 s), 21 quantiles. sub-6: 1439 samples, mean 171.7 Mbps, ρ 0.70;
+// mmWave: 961 samples, mean 1018.8 Mbps, ρ 0.78. The mmWave marginal is
+// bimodal (blockage: 15 % of the intervals under 0.25 of the mean).
+var MeasuredVariability = map[signaling.CellType]Variability{
+	signaling.CellSub6: {Interval: 100 * time.Millisecond, Rho: 0.698, N: 1439, Quantiles: []float64{
+		0, 0.205, 0.384, 0.472, 0.542, 0.603, 0.667, 0.711, 0.773, 0.839, 0.909,
+		1.008, 1.083, 1.195, 1.297, 1.399, 1.490, 1.580, 1.704, 1.874, 3.167}},
+	signaling.CellMmWave: {Interval: 100 * time.Millisecond, Rho: 0.780, N: 961, Quantiles: []float64{
+		0, 0.064, 0.149, 0.254, 0.440, 0.652, 0.803, 0.935, 1.042, 1.130, 1.212,
+		1.254, 1.269, 1.282, 1.294, 1.310, 1.333, 1.378, 1.442, 1.580, 4.537}},
+}
+
+// Measured per-type link figures (CALIBRATION.md): base RTT is the
+// minimum ping RTT (udp-ping-{1..4}, 2023-02-16, run alongside the UDP
+// saturation) per serving type; the queueing delay under saturation is the
+// median ping RTT minus that base; the buffer is that delay times the
+// type's mean UDP capacity (MeasuredVariability's means).
+const (
+	MeasuredRTTSub6      = 27100 * time.Microsecond
+	MeasuredRTTMmWave    = 26800 * time.Microsecond
+	MeasuredQueueSub6    = 45100 * time.Microsecond // 72.2 - 27.1 ms
+	MeasuredQueueMmWave  = 18200 * time.Microsecond // 45.0 - 26.8 ms
+	MeasuredMbpsSub6     = 171.7
+	MeasuredMbpsMmWave   = 1018.8
+	MeasuredBufferSub6   = 968_000   // 45.1 ms x 171.7 Mbit/s
+	MeasuredBufferMmWave = 2_318_000 // 18.2 ms x 1018.8 Mbit/s
+	// MeasuredFlushHoles is Finding 2's share of handovers whose flush
+	// has holes (M2HO MobiCom'24 §3.3: 18.4 %).
+	MeasuredFlushHoles = 0.184
+)
+
+// Recorded drops the handovers the XCAL reader inferred (signaling/XCAL.md:
+// SN releases and anchor handovers that the export does not show). They are
+// ground truth for scoring the predictor, but they carry the time of the
+// evidence that revealed them (up to a second after the fact), so as
+// handovers of an emulated drive they would misplace the capacity step, the
+// lead fit and the alignment; and a phone's own signalling feed shows the
+// real message, never an inference. The emulator replays what the log
+// records; the capacity log of a drive already shows what a release did.
+func Recorded(evs []signaling.Event) []signaling.Event {
+	out := evs[:0:0]
+	for _, e := range evs {
+		if !e.Inferred {
+			out = append(out, e)
+		}
+	}
+	return out
+}
