@@ -138,6 +138,7 @@ type scenarioFile struct {
 	Errors struct {
 		HARQFraction float64 `yaml:"harq_fraction"`
 		RetxDelay    *Dist   `yaml:"retx_delay"`
+		HARQBy       string  `yaml:"harq_by"`
 	} `yaml:"errors"`
 	Handover struct {
 		ReportLead    *Dist          `yaml:"report_lead"`
@@ -404,6 +405,13 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 		return nil, errors.New("errors.harq_fraction: must be in [0,1]")
 	}
 	cfg.HARQFraction = f.Errors.HARQFraction
+	switch f.Errors.HARQBy {
+	case "", "random":
+	case "payload":
+		cfg.HARQByPayload = true
+	default:
+		return nil, fmt.Errorf("errors.harq_by: %q is not random or payload", f.Errors.HARQBy)
+	}
 	if f.Errors.RetxDelay != nil {
 		if err := f.Errors.RetxDelay.validate("errors.retx_delay"); err != nil {
 			return nil, err
