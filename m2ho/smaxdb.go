@@ -225,32 +225,79 @@ func (db *SMaxDB) Len() int {
 	return len(db.cells)
 }
 
-// Save writes the database atomically: a temporary file in the same
-// directory, fsync, rename over the old file, fsync of the directory. A
-// crash leaves either the old or the new file, never a torn one.
+// SMaxSnapshot is a copy of the database's cells, in the on-disk order,
+// taken by Snapshot: it can be marshalled and written without the
+// database's (or anyone's) lock, and handed back to MarkSaved.
+type SMaxSnapshot struct {
+	cells []smaxEntry
+}
+
+// Len is the number of cells in the snapshot.
+func (s SMaxSnapshot) Len() int { return len(s.cells) }
+
+// Snapshot copies the cells. It is cheap (one entry per cell visited) and
+// does no I/O, so it may be taken under the packet path's lock; the slow
+// part, SaveSnapshot, runs outside it.
+func (db *SMaxDB) Snapshot() SMaxSnapshot {
+	if db == nil {
+		return SMaxSnapshot{}
+	}
+	db.mu.Lock()
+	cells := make([]smaxEntry, 0, len(db.cells))
+	for k, v := range db.cells {
+		cells = append(cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v})
+	}
+	db.mu.Unlock()
+	sort.Slice(cells, func(i, j int) bool {
+		if cells[i].Type != cells[j].Type {
+			return cells[i].Type < cells[j].Type
+		}
+		return cells[i].ID < cells[j].ID
+	})
+	return SMaxSnapshot{cells: cells}
+}
+
+// MarkSaved records that snap is on disk: the database stays dirty only
+// if a cell changed since the snapshot was taken.
+func (db *SMaxDB) MarkSaved(snap SMaxSnapshot) {
+	if db == nil {
+		return
+	}
+	db.mu.Lock()
+	db.dirty = !sameCells(db.cells, snap.cells)
+	db.mu.Unlock()
+}
+
+// Save writes the database to its path (see SaveSnapshot) and marks what
+// it wrote as saved.
 func (db *SMaxDB) Save() error {
 	if db == nil || db.path == "" {
 		return nil
 	}
-	db.mu.Lock()
-	f := smaxFile{Version: 1, Cells: make([]smaxEntry, 0, len(db.cells))}
-	for k, v := range db.cells {
-		f.Cells = append(f.Cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v})
+	snap := db.Snapshot()
+	if err := SaveSnapshot(db.path, snap); err != nil {
+		return err
 	}
-	db.mu.Unlock()
-	sort.Slice(f.Cells, func(i, j int) bool {
-		if f.Cells[i].Type != f.Cells[j].Type {
-			return f.Cells[i].Type < f.Cells[j].Type
-		}
-		return f.Cells[i].ID < f.Cells[j].ID
-	})
+	db.MarkSaved(snap)
+	return nil
+}
+
+// SaveSnapshot writes snap to path atomically: a temporary file in the
+// same directory, fsync, rename over the old file, fsync of the directory.
+// A crash leaves either the old or the new file, never a torn one. It
+// takes no lock.
+func SaveSnapshot(path string, snap SMaxSnapshot) error {
+	f := smaxFile{Version: 1, Cells: snap.cells}
+	if f.Cells == nil {
+		f.Cells = []smaxEntry{}
+	}
 	b, err := json.MarshalIndent(&f, "", "  ")
 	if err != nil {
 		return fmt.Errorf("smaxdb: %w", err)
 	}
 	b = append(b, '\n')
-	dir := filepath.Dir(db.path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(db.path)+".tmp*")
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return fmt.Errorf("smaxdb: %w", err)
 	}
@@ -258,7 +305,7 @@ func (db *SMaxDB) Save() error {
 	fail := func(err error) error {
 		tmp.Close()
 		os.Remove(name)
-		return fmt.Errorf("smaxdb: saving %s: %w", db.path, err)
+		return fmt.Errorf("smaxdb: saving %s: %w", path, err)
 	}
 	if _, err := tmp.Write(b); err != nil {
 		return fail(err)
@@ -268,22 +315,16 @@ func (db *SMaxDB) Save() error {
 	}
 	if err := tmp.Close(); err != nil {
 		os.Remove(name)
-		return fmt.Errorf("smaxdb: saving %s: %w", db.path, err)
+		return fmt.Errorf("smaxdb: saving %s: %w", path, err)
 	}
-	if err := os.Rename(name, db.path); err != nil {
+	if err := os.Rename(name, path); err != nil {
 		os.Remove(name)
-		return fmt.Errorf("smaxdb: saving %s: %w", db.path, err)
+		return fmt.Errorf("smaxdb: saving %s: %w", path, err)
 	}
 	if d, err := os.Open(dir); err == nil {
 		d.Sync() // best effort: makes the rename durable
 		d.Close()
 	}
-	db.mu.Lock()
-	// Only what was written is clean: an Observe during the write keeps
-	// the database dirty only if it changed a value since; we cannot tell
-	// cheaply, so compare the written snapshot.
-	db.dirty = !sameCells(db.cells, f.Cells)
-	db.mu.Unlock()
 	return nil
 }
 
