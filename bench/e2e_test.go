@@ -65,6 +65,14 @@ func TestEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := checkOutputs(t, out, 1)
+	defer func() {
+		if t.Failed() {
+			t.Logf("summary: %+v", got)
+			for _, v := range got.Variants {
+				t.Logf("variant %+v", v)
+			}
+		}
+	}()
 	if got.Handovers != 2 || s.Handovers != 2 {
 		t.Errorf("summary handovers %d/%d, want the scenario's 2", got.Handovers, s.Handovers)
 	}

@@ -93,7 +93,7 @@ func nsState(t testing.TB, c *netns.Chain, ns string) string {
 		{"-4", "route", "show", "table", "all"}, {"-6", "route", "show", "table", "all"}} {
 		out, err := c.Exec(ns, append([]string{"ip"}, args...)...).Output()
 		if err != nil {
-			t.Fatalf("ip %v in %s: %v", args, ns, err)
+			t.Fatalf("ip %v in %s: %v%s", args, ns, err, stderrOf(err))
 		}
 		b.Write(out)
 	}

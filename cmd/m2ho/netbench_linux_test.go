@@ -55,7 +55,7 @@ func TestNetBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	if up == 0 || down == 0 {
-		t.Fatalf("the no-op run did not cross the forwarder (%d up, %d down)", up, down)
+		t.Fatalf("the no-op run did not cross the forwarder (%d up, %d down); iperf3 %+v", up, down, rows[len(rows)-1].res)
 	}
 
 	runDaemonCase := func(name string, feed bool, args ...string) {
@@ -91,7 +91,7 @@ func TestNetBench(t *testing.T) {
 			m[`m2ho_window_rewrites_total{reason="stable-rate"}`]+m[`m2ho_window_rewrites_total{reason="preparation"}`],
 			m["m2ho_signal_lost"])
 		if m[`m2ho_packets_total{dir="downlink"}`] == 0 {
-			t.Errorf("%s: no packet crossed the engine", name)
+			t.Errorf("%s: no packet crossed the engine; iperf3 %+v, metrics %v\nlog:\n%s", name, rows[len(rows)-1].res, m, d.stderr.String())
 		}
 		d.stop()
 	}

@@ -134,7 +134,7 @@ func linkNames(t testing.TB, ns string) []string {
 	}
 	out, err := exec.Command("ip", args...).Output()
 	if err != nil {
-		t.Fatalf("ip %v: %v", args, err)
+		t.Fatalf("ip %v: %v%s", args, err, stderrOf(err))
 	}
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -145,6 +145,16 @@ func linkNames(t testing.TB, ns string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// stderrOf is what a command run with Output said on stderr, for its
+// error message ("" if it said nothing).
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(bytes.TrimSpace(ee.Stderr)) > 0 {
+		return ": " + string(bytes.TrimSpace(ee.Stderr))
+	}
+	return ""
 }
 
 // phoneState is everything `m2ho run` may change in the phone namespace:
@@ -160,7 +170,7 @@ func phoneState(t testing.TB, c *netns.Chain) string {
 	} {
 		out, err := c.Exec(netns.Phone, append([]string{"ip"}, args...)...).Output()
 		if err != nil {
-			t.Fatalf("ip %v in the phone: %v", args, err)
+			t.Fatalf("ip %v in the phone: %v%s", args, err, stderrOf(err))
 		}
 		// Drop link counters and states that change with traffic.
 		for _, line := range strings.Split(string(out), "\n") {
@@ -177,7 +187,7 @@ func phoneState(t testing.TB, c *netns.Chain) string {
 		"net.ipv4.conf.default.rp_filter", "net.ipv4.conf.tether0.rp_filter", "net.ipv4.conf.uplink0.rp_filter"} {
 		out, err := c.Exec(netns.Phone, "sysctl", "-n", k).Output()
 		if err != nil {
-			t.Fatalf("sysctl %s: %v", k, err)
+			t.Fatalf("sysctl %s: %v%s", k, err, stderrOf(err))
 		}
 		fmt.Fprintf(&b, "%s=%s", k, out)
 	}
@@ -777,7 +787,7 @@ func TestRunStableRate(t *testing.T) {
 			m[`m2ho_window_rewrites_total{reason="stable-rate"}`], m["m2ho_signal_lost"])
 	}
 	if _, ok := d.waitMetric("m2ho_signal_lost", func(v float64) bool { return v == 1 }, 3*time.Second); !ok {
-		t.Fatalf("m2ho_signal_lost not 1 after 3s without events (timeout 300ms)")
+		t.Fatalf("m2ho_signal_lost not 1 after 3s without events (timeout 300ms); metrics %v\nlog:\n%s", d.metrics(), d.stderr.String())
 	}
 	r0 := d.metrics()[`m2ho_window_rewrites_total{reason="stable-rate"}`]
 	tr.waitReceived(t, tr.received.Load()+16<<20)
@@ -813,7 +823,8 @@ func TestRunLearnsWithoutDB(t *testing.T) {
 	}
 	d.stop()
 	if _, err := os.Stat(d.smaxDB); err == nil {
-		t.Errorf("a database file was written without --smax-db")
+		b, _ := os.ReadFile(d.smaxDB)
+		t.Errorf("a database file %s was written without --smax-db:\n%s", d.smaxDB, b)
 	}
 }
 
