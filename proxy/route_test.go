@@ -280,12 +280,19 @@ func TestRunSinksAndReturn(t *testing.T) {
 	var seen []m2ho.Packet
 	var st Stats
 	e.Do(func() { seen = append(seen, ctrl.seen...) })
+	// The counters of a write follow its return: wait for them.
+	want := func(st Stats) bool {
+		return st.ReadErrors == 1 && st.SourceReadErrors == 1 && st.Returned == 2 && st.Drops == 1 &&
+			st.Sunk == 4 && st.SinkWritten == 4 && st.Written == 5 && st.Packets == 10
+	}
+	for deadline := time.Now().Add(10 * time.Second); !want(e.Stats()) && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	st = e.Stats()
 	if len(seen) != 4 || seen[3].Dir != m2ho.Downlink || seen[3].Flags != syn|ack {
 		t.Errorf("controller saw %d packets (last %+v); want 4, the last the quic+m2ho SYN-ACK from the tunnel", len(seen), seen[len(seen)-1])
 	}
-	if st.ReadErrors != 1 || st.SourceReadErrors != 1 || st.Returned != 2 || st.Drops != 1 ||
-		st.Sunk != 4 || st.SinkWritten != 4 || st.Written != 5 || st.Packets != 10 {
+	if !want(st) {
 		t.Errorf("stats %+v: want 1 read error each on the TUN and the source, 2 returned, 1 drop, 4 sunk and written to sinks, 5 written to the TUN, 10 packets", st)
 	}
 	cancel()
