@@ -666,7 +666,22 @@ func TestRunM2HOTransfer(t *testing.T) {
 		if m := d.metrics(); m["m2ho_smax_bytes"] != sMax {
 			t.Errorf("m2ho_smax_bytes = %v in Preparation, want the learned burst %d", m["m2ho_smax_bytes"], sMax)
 		}
-		time.Sleep(5 * time.Millisecond) // ACKs sent before the clamp have arrived
+		// ACKs sent before the clamp may still be on their way (for longer
+		// on a busy machine): wait for the first clamped window the server
+		// sees. The path does not reorder, so every later ACK carries the
+		// clamp too.
+		var before []uint32
+		for deadline := time.Now().Add(2 * time.Second); ; {
+			w, _ := tr.serverWindow(t)
+			if w > 0 && w <= sMax+slack {
+				break
+			}
+			before = append(before, w)
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %d: the server saw no clamped window within 2 s of Preparation: %v", attempt, before)
+			}
+			time.Sleep(time.Millisecond)
+		}
 		prep, _ := tr.sampleWindows(t, 20, 2*time.Millisecond)
 		if m := d.metrics(); m[`m2ho_state{state="preparation"}`] != 1 {
 			t.Fatalf("Preparation ended during the sampling; state metrics %v", m)
@@ -674,7 +689,7 @@ func TestRunM2HOTransfer(t *testing.T) {
 		if w := maxOf(prep); w > sMax+slack || w == 0 {
 			t.Errorf("attempt %d: server's snd_wnd in Preparation %v, want all in (0, %d]", attempt, prep, sMax+slack)
 		}
-		t.Logf("attempt %d: server's snd_wnd in Preparation: %v", attempt, prep)
+		t.Logf("attempt %d: server's snd_wnd in Preparation: %d unclamped samples while the clamp travelled, then %v", attempt, len(before), prep)
 
 		// (b) Handover command, then random access success: Smoothing
 		// drops pure ACKs for what was sent before the command.
