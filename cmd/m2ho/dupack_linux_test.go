@@ -398,12 +398,14 @@ func TestRunSuppressesFlushDupACKs(t *testing.T) {
 	// equal. In m2ho mode a duplicate ACK reaches the server only if it
 	// reached the proxy before the command did (the emulator publishes the
 	// command before it writes the flush, but the proxy may read its TUN
-	// before its socket): at most one per handover command. Pass mode lets
-	// through at least one per handover that left holes.
-	if mm.emu.DupAcksUp > mm.emu.ReorderFlushes || mm.emu.DupAcksUp >= pass.emu.DupAcksUp || pass.emu.DupAcksUp < pass.emu.ReorderFlushes {
-		t.Errorf("duplicate ACKs at the server: m2ho %d, pass %d; want m2ho <= %d (one per flush with holes) and < pass, pass >= %d "+
+	// before its socket, or a busy machine delivers the command late: seen
+	// 135 ms), so at most one per handover command is allowed (seen: 2
+	// with 1 flush with holes). Pass mode lets through at least one per
+	// handover that left holes.
+	if mm.emu.DupAcksUp > mm.emu.Handovers || mm.emu.DupAcksUp >= pass.emu.DupAcksUp || pass.emu.DupAcksUp < pass.emu.ReorderFlushes {
+		t.Errorf("duplicate ACKs at the server: m2ho %d, pass %d; want m2ho <= %d (one per handover command) and < pass, pass >= %d "+
 			"(flushes with holes / flushed holes: m2ho %d/%d, pass %d/%d)",
-			mm.emu.DupAcksUp, pass.emu.DupAcksUp, mm.emu.ReorderFlushes, pass.emu.ReorderFlushes,
+			mm.emu.DupAcksUp, pass.emu.DupAcksUp, mm.emu.Handovers, pass.emu.ReorderFlushes,
 			mm.emu.ReorderFlushes, mm.emu.FlushedHoles, pass.emu.ReorderFlushes, pass.emu.FlushedHoles)
 	}
 	if mm.retrans > pass.retrans {
