@@ -62,6 +62,11 @@ type Alignment struct {
 	CoarseDiffS float64
 }
 
+// SetupToleranceS is how far before the client's launch Align accepts the
+// estimated test start: the launch time and the arrival times are taken by
+// different processes, so the estimate may come out a little early.
+const SetupToleranceS = 0.01
+
 // Align computes the alignment of one run (see Alignment).
 func Align(recv []RecvInterval, launchNs, emuStartNs, timeSecs int64) (Alignment, error) {
 	if len(recv) == 0 {
@@ -82,7 +87,7 @@ func Align(recv []RecvInterval, launchNs, emuStartNs, timeSecs int64) (Alignment
 	a.OffsetS = float64(a.TestStartNs-emuStartNs) / 1e9
 	if launchNs > 0 {
 		a.SetupS = float64(a.TestStartNs-launchNs) / 1e9
-		if a.SetupS < -0.01 {
+		if a.SetupS < -SetupToleranceS {
 			return a, fmt.Errorf("align: test start %.3fs before the client was launched", -a.SetupS)
 		}
 	}

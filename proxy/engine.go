@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/m2ho/m2ho/m2ho"
 	"github.com/m2ho/m2ho/proxy/packet"
@@ -60,6 +61,30 @@ type EngineConfig struct {
 	Offset int
 	// Now is Run's clock (time.Now if nil). Process takes now explicitly.
 	Now func() time.Time
+	// Sinks route the uplink packets of tunnelled modes (quic, quic+m2ho)
+	// away from the TUN; a mode is available only with a sink (see
+	// Route). Several modes may share one sink: it then gets one Write
+	// per read batch for all of them.
+	Sinks map[Mode]Sink
+	// Sources are the packets coming back from the sinks: Run reads each
+	// on its own pump, processes the packets as the engine's own and
+	// writes them to the TUN.
+	Sources []Source
+}
+
+// modeAvailable is Mode.Available, except that a tunnelled mode with a
+// sink configured is available.
+func (c *EngineConfig) modeAvailable(m Mode) error {
+	if m.tunnelled() && c.Sinks[m] != nil {
+		return nil
+	}
+	if err := m.Available(); err != nil {
+		if m.tunnelled() {
+			return fmt.Errorf("%w (no sink configured for it)", err)
+		}
+		return err
+	}
+	return nil
 }
 
 func (c *EngineConfig) setDefaults() {
@@ -96,11 +121,24 @@ func (c *EngineConfig) Validate() error {
 			return fmt.Errorf("proxy: tether prefix %d is invalid", i+1)
 		}
 	}
-	if err := c.DefaultMode.Available(); err != nil {
+	for m, sk := range c.Sinks {
+		switch {
+		case !m.tunnelled():
+			return fmt.Errorf("proxy: sink for mode %s: only quic and quic+m2ho flows go to a sink", m)
+		case sk == nil:
+			return fmt.Errorf("proxy: sink for mode %s: nil", m)
+		}
+	}
+	for i, src := range c.Sources {
+		if src == nil {
+			return fmt.Errorf("proxy: source %d: nil", i+1)
+		}
+	}
+	if err := c.modeAvailable(c.DefaultMode); err != nil {
 		return fmt.Errorf("proxy: default mode: %w", err)
 	}
 	for i, r := range c.Rules {
-		if err := r.Mode.Available(); err != nil {
+		if err := c.modeAvailable(r.Mode); err != nil {
 			return fmt.Errorf("proxy: rule %d (%s): %w", i+1, r, err)
 		}
 	}
@@ -140,7 +178,19 @@ type Stats struct {
 	// pure uplink ACK, unknown actions. The packet passed unchanged.
 	UnsafeVerdicts uint64
 
+	// Written and WriteErrors count writes to the TUN (from the packet
+	// pump and the source pumps). ReadErrors counts failed TUN reads that
+	// were not fatal: a packet too big for the buffer, or an error that
+	// still delivered packets (which were processed).
 	Written, WriteErrors, ReadErrors uint64
+
+	// Sunk counts packets routed to a sink, SinkWritten those the sinks
+	// took, SinkWriteErrors the failed sink writes (the refused packet is
+	// skipped).
+	Sunk, SinkWritten, SinkWriteErrors uint64
+	// Returned counts packets read from the sources, SourceReadErrors the
+	// non-fatal source read errors (as ReadErrors).
+	Returned, SourceReadErrors uint64
 }
 
 // Engine is the packet path for one TUN device.
@@ -158,6 +208,17 @@ type Engine struct {
 	stats      Stats
 
 	onRemove func(*FlowEntry) // bound once, so expiry does not allocate
+
+	// sinks are the distinct sinks of cfg.Sinks, in mode order; route[m]
+	// is where an uplink packet of a flow in mode m goes.
+	sinks []Sink
+	route [numModes]Route
+	// off and bufSize are the packet buffers' head-room and size, from the
+	// device's layout (tun.LayoutOf), fixed when Run starts.
+	off, bufSize int
+	// wmu serializes writes to dev: the packet pump and the source pumps
+	// all write to it.
+	wmu sync.Mutex
 }
 
 // NewEngine builds an engine; zero config fields take the defaults. The
@@ -171,7 +232,29 @@ func NewEngine(cfg EngineConfig, dev tun.Device, ctrl Controller, log *zap.Logge
 	e := &Engine{cfg: cfg, dev: dev, ctrl: ctrl, log: log}
 	e.flows = newFlowTable(cfg.MaxFlows, cfg.IdleTimeout, cfg.ClosedTimeout)
 	e.onRemove = e.removeFlow
+	for m := range Mode(numModes) {
+		sk := cfg.Sinks[m]
+		if sk == nil || !m.tunnelled() {
+			continue
+		}
+		i := 0
+		for i < len(e.sinks) && !sameSink(e.sinks[i], sk) {
+			i++
+		}
+		if i == len(e.sinks) {
+			e.sinks = append(e.sinks, sk)
+		}
+		e.route[m] = RouteTUN + 1 + Route(i)
+	}
 	return e
+}
+
+// Sink returns the sink of a route above RouteTUN (nil for the others).
+func (e *Engine) Sink(r Route) Sink {
+	if i := int(r - RouteTUN - 1); r > RouteTUN && i < len(e.sinks) {
+		return e.sinks[i]
+	}
+	return nil
 }
 
 // Do runs f with the engine's mutex held, serializing other work
@@ -211,17 +294,37 @@ func (e *Engine) Expire(now time.Time) {
 }
 
 // Process handles one packet in place and reports whether to forward it
-// (false only for a pure uplink ACK the controller dropped). The packet's
-// length never changes.
+// (false only for a pure uplink ACK the controller dropped), to the TUN
+// or a sink (see Route). The packet's length never changes.
 func (e *Engine) Process(now time.Time, pkt []byte) (keep bool) {
+	return e.Route(now, pkt) != RouteDrop
+}
+
+// Route handles one packet read from the TUN in place and returns where
+// it goes.
+func (e *Engine) Route(now time.Time, pkt []byte) Route {
 	e.mu.Lock()
-	keep = e.process(now, pkt)
+	r := e.process(now, pkt, false)
 	e.mu.Unlock()
-	return keep
+	return r
+}
+
+// Return handles one packet coming back from a sink in place and returns
+// where it goes: RouteTUN, or RouteDrop if the controller dropped it.
+func (e *Engine) Return(now time.Time, pkt []byte) Route {
+	e.mu.Lock()
+	r := e.processReturn(now, pkt)
+	e.mu.Unlock()
+	return r
+}
+
+func (e *Engine) processReturn(now time.Time, pkt []byte) Route {
+	e.stats.Returned++
+	return e.process(now, pkt, true)
 }
 
 func (e *Engine) removeFlow(f *FlowEntry) {
-	if f.Mode == ModeM2HO && e.ctrl != nil {
+	if f.Mode.usesController() && e.ctrl != nil {
 		e.ctrl.Detach(&f.Flow)
 	}
 }
@@ -235,7 +338,9 @@ func (e *Engine) inTether(a netip.Addr) bool {
 	return false
 }
 
-func (e *Engine) process(now time.Time, b []byte) bool {
+// process handles one packet: from the TUN (returned false), or from a
+// source (returned true: never routed to a sink).
+func (e *Engine) process(now time.Time, b []byte, returned bool) Route {
 	s := &e.stats
 	s.Packets++
 	s.Bytes += uint64(len(b))
@@ -243,7 +348,7 @@ func (e *Engine) process(now time.Time, b []byte) bool {
 	if !p.Decode(b) {
 		s.Unparseable++
 		s.UnparseableBy[p.Err]++
-		return true
+		return RouteTUN
 	}
 	srcIn, dstIn := e.inTether(p.Src), e.inTether(p.Dst)
 	var dir m2ho.Dir
@@ -258,15 +363,15 @@ func (e *Engine) process(now time.Time, b []byte) bool {
 		s.Downlink.Bytes += uint64(len(b))
 	default:
 		s.PassThrough++
-		return true
+		return RouteTUN
 	}
 	if p.Fragment {
 		s.Fragments++
-		return true
+		return RouteTUN
 	}
 	if p.Proto != packet.ProtoTCP || !p.TCPParsed {
 		s.NonTCP++
-		return true
+		return RouteTUN
 	}
 	if !now.Before(e.nextExpire) {
 		// At most once per ExpireEvery of packet time: expiry is then up to
@@ -304,9 +409,19 @@ func (e *Engine) process(now time.Time, b []byte) bool {
 	f.Packets[dir]++
 	f.Bytes[dir] += uint64(len(b))
 	e.flows.touch(f, now)
-	if f.Mode != ModeM2HO || e.ctrl == nil {
+	// Where the packet goes if kept: an uplink packet of a tunnelled
+	// flow to its sink (RouteTUN without one, as Process called without
+	// Run's validation may see), everything else to the TUN.
+	to := RouteTUN
+	if dir == m2ho.Uplink && !returned {
+		to = e.route[f.Mode%Mode(numModes)]
+	}
+	if !f.Mode.usesController() || e.ctrl == nil {
 		s.PassMode++
-		return true
+		if to != RouteTUN {
+			s.Sunk++
+		}
+		return to
 	}
 	// pk lives in the engine: passed through an interface it would
 	// otherwise escape to the heap on every packet.
@@ -317,7 +432,13 @@ func (e *Engine) process(now time.Time, b []byte) bool {
 		HasTS: p.HasTS, TSval: p.TSval, TSecr: p.TSecr,
 	}
 	v := e.ctrl.OnPacket(now, &f.Flow, pk)
-	return e.apply(b, p, pk, v)
+	if !e.apply(b, p, pk, v) {
+		return RouteDrop
+	}
+	if to != RouteTUN {
+		s.Sunk++
+	}
+	return to
 }
 
 func (e *Engine) newFlow(now time.Time, k flowKey) *FlowEntry {
@@ -329,7 +450,7 @@ func (e *Engine) newFlow(now time.Time, k flowKey) *FlowEntry {
 	p := &e.parsed
 	laptop, remote := netip.AddrFrom16(k.laptop).Unmap(), netip.AddrFrom16(k.remote).Unmap()
 	f.Mode = MatchRules(e.cfg.Rules, e.cfg.DefaultMode, p.Proto, laptop, k.lport, remote, k.rport)
-	if f.Mode == ModeM2HO && e.ctrl != nil {
+	if f.Mode.usesController() && e.ctrl != nil {
 		e.ctrl.Attach(now, &f.Flow)
 	}
 	if ce := e.log.Check(zap.DebugLevel, "new flow"); ce != nil {
@@ -383,10 +504,16 @@ func (e *Engine) apply(b []byte, p *packet.Parsed, pk *m2ho.Packet, v m2ho.Verdi
 	return true
 }
 
-// Run reads packet batches from the device, processes them and writes the
-// survivors back to the same device, until ctx is done (then it closes the
-// device and returns nil) or the device fails. It expires idle flows every
-// ExpireEvery even when no packets arrive.
+// Run reads packet batches from the device, processes them and writes
+// each batch's survivors to where they are routed: back to the same
+// device, or to a sink (one Write per destination per batch). A second
+// pump per Source writes the packets coming back from the sinks to the
+// device, after processing them (see Route). Run stops when ctx is done
+// (then it closes the device and the sources and returns nil) or when the
+// device, a sink or a source fails. It expires idle flows every
+// ExpireEvery even when no packets arrive. A read error that still
+// delivered packets (an offload TUN reports too many segments so) is
+// counted and the packets processed; it is not fatal.
 func (e *Engine) Run(ctx context.Context) error {
 	if err := e.cfg.Validate(); err != nil {
 		return err
@@ -394,49 +521,130 @@ func (e *Engine) Run(ctx context.Context) error {
 	// The device's layout: head-room for its own header (the offload
 	// device's virtio-net header) and room to merge segments in place.
 	lay := tun.LayoutOf(e.dev)
-	off := max(e.cfg.Offset, lay.Headroom)
-	bs := max(e.dev.BatchSize(), 1)
-	size := off + lay.BufSize
-	bufs := make([][]byte, bs)
-	for i := range bufs {
-		bufs[i] = make([]byte, size)
-	}
-	sizes := make([]int, bs)
-	out := make([][]byte, 0, bs)
-
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
+	e.off, e.bufSize = max(e.cfg.Offset, lay.Headroom), lay.BufSize
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
 		t := time.NewTicker(e.cfg.ExpireEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-gctx.Done():
+				// Unblocks every pump's Read.
 				e.dev.Close()
-				return
-			case <-done:
-				return
+				for _, src := range e.cfg.Sources {
+					src.Close()
+				}
+				return nil
 			case <-t.C:
 				e.Expire(e.cfg.Now())
 			}
 		}
-	}()
-	e.log.Info("packet path running", zap.String("device", e.dev.Name()), zap.Int("batch", bs),
-		zap.Int("mtu", e.dev.MTU()), zap.Stringer("default_mode", e.cfg.DefaultMode), zap.Int("rules", len(e.cfg.Rules)))
+	})
+	e.log.Info("packet path running", zap.String("device", e.dev.Name()), zap.Int("batch", e.dev.BatchSize()),
+		zap.Int("mtu", e.dev.MTU()), zap.Stringer("default_mode", e.cfg.DefaultMode), zap.Int("rules", len(e.cfg.Rules)),
+		zap.Int("sinks", len(e.sinks)), zap.Int("sources", len(e.cfg.Sources)))
+	g.Go(func() error { return e.pump(gctx) })
+	for _, src := range e.cfg.Sources {
+		g.Go(func() error { return e.pumpReturn(gctx, src) })
+	}
+	err := g.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
 
+// buffers allocates one batch of packet buffers for the device.
+func (e *Engine) buffers() (bufs [][]byte, sizes []int) {
+	bs := max(e.dev.BatchSize(), 1)
+	size := e.off + e.bufSize
+	bufs = make([][]byte, bs)
+	for i := range bufs {
+		bufs[i] = make([]byte, size)
+	}
+	return bufs, make([]int, bs)
+}
+
+// readFailed decides what a read error means: nil to carry on (counted in
+// *count), or the error that ends the pump.
+func (e *Engine) readFailed(ctx context.Context, name string, n int, err error, count *uint64) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if n > 0 || errors.Is(err, tun.ErrTooBig) || tun.IsPacketError(err) {
+		e.Do(func() { *count++ })
+		if ce := e.log.Check(zap.DebugLevel, "read error"); ce != nil {
+			ce.Write(zap.String("from", name), zap.Int("packets", n), zap.Error(err))
+		}
+		return nil
+	}
+	return fmt.Errorf("proxy: read %s: %w", name, err)
+}
+
+// pump is the device's packet pump.
+func (e *Engine) pump(ctx context.Context) error {
+	off := e.off
+	bufs, sizes := e.buffers()
+	// outs[r] collects a batch's packets for route r (RouteTUN, sinks).
+	outs := make([][][]byte, 1+len(e.sinks))
+	for i := range outs {
+		outs[i] = make([][]byte, 0, len(bufs))
+	}
 	for {
 		n, rerr := e.dev.Read(bufs, sizes, off)
+		if n > 0 {
+			now := e.cfg.Now()
+			for i := range outs {
+				outs[i] = outs[i][:0]
+			}
+			e.mu.Lock()
+			for i := 0; i < n; i++ {
+				if r := e.process(now, bufs[i][off:off+sizes[i]], false); r != RouteDrop {
+					outs[r] = append(outs[r], bufs[i][:off+sizes[i]])
+				}
+			}
+			e.mu.Unlock()
+			for r, out := range outs {
+				if len(out) == 0 {
+					continue
+				}
+				if err := e.write(Route(r), out); err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+			}
+		}
+		if rerr != nil {
+			if err := e.readFailed(ctx, e.dev.Name(), n, rerr, &e.stats.ReadErrors); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
+			}
+		}
+	}
+}
+
+// pumpReturn is a source's pump: its packets go to the device.
+func (e *Engine) pumpReturn(ctx context.Context, src Source) error {
+	off := e.off
+	bufs, sizes := e.buffers()
+	out := make([][]byte, 0, len(bufs))
+	for {
+		n, rerr := src.Read(bufs, sizes, off)
 		if n > 0 {
 			now := e.cfg.Now()
 			out = out[:0]
 			e.mu.Lock()
 			for i := 0; i < n; i++ {
-				if e.process(now, bufs[i][off:off+sizes[i]]) {
+				if e.processReturn(now, bufs[i][off:off+sizes[i]]) != RouteDrop {
 					out = append(out, bufs[i][:off+sizes[i]])
 				}
 			}
 			e.mu.Unlock()
-			if err := e.write(out, off); err != nil {
+			if err := e.write(RouteTUN, out); err != nil {
 				if ctx.Err() != nil {
 					return nil
 				}
@@ -444,36 +652,44 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		if rerr != nil {
-			if ctx.Err() != nil {
-				return nil
+			if err := e.readFailed(ctx, "source "+src.Name(), n, rerr, &e.stats.SourceReadErrors); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return err
 			}
-			if tun.IsPacketError(rerr) {
-				e.Do(func() { e.stats.ReadErrors++ })
-				continue
-			}
-			return fmt.Errorf("proxy: read %s: %w", e.dev.Name(), rerr)
 		}
 	}
 }
 
-// write sends out, skipping (and counting) a packet the device refuses;
-// it fails only when the device is closed.
-func (e *Engine) write(out [][]byte, off int) error {
+// write sends out to route r's destination, skipping (and counting) a
+// packet it refuses; it fails only when the destination is closed.
+func (e *Engine) write(r Route, out [][]byte) error {
+	off := e.off
+	var dst Sink = e.dev
+	written, errs := &e.stats.Written, &e.stats.WriteErrors
+	if r > RouteTUN {
+		dst = e.sinks[r-RouteTUN-1]
+		written, errs = &e.stats.SinkWritten, &e.stats.SinkWriteErrors
+	} else {
+		e.wmu.Lock()
+		defer e.wmu.Unlock()
+	}
 	for len(out) > 0 {
-		n, err := e.dev.Write(out, off)
+		n, err := dst.Write(out, off)
 		e.mu.Lock()
-		e.stats.Written += uint64(n)
+		*written += uint64(n)
 		if err != nil {
-			e.stats.WriteErrors++
+			*errs++
 		}
 		e.mu.Unlock()
 		if err == nil {
 			return nil
 		}
 		if errors.Is(err, os.ErrClosed) {
-			return fmt.Errorf("proxy: write %s: %w", e.dev.Name(), err)
+			return fmt.Errorf("proxy: write %s: %w", dst.Name(), err)
 		}
-		e.log.Debug("write failed", zap.Error(err))
+		e.log.Debug("write failed", zap.String("to", dst.Name()), zap.Error(err))
 		out = out[min(n+1, len(out)):]
 	}
 	return nil

@@ -80,6 +80,11 @@ type Config struct {
 	// RetxDelay: deterministic fault injection for tests and replays. It
 	// is asked once per air transmission of packet id.
 	Retx func(id uint64) (extra time.Duration, retx bool)
+	// HARQByPayload makes the driver decide each packet's retransmission
+	// from its TCP payload (see PayloadRetx) instead of the model's random
+	// stream: two runs sending the same bytes see the same link faults,
+	// however differently their traffic interleaves.
+	HARQByPayload bool
 
 	Lead          Dist          // report → command
 	CommandToExec time.Duration // command → start of the interruption

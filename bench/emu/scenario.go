@@ -166,6 +166,7 @@ type scenarioFile struct {
 		HARQFraction float64 `yaml:"harq_fraction"`
 		FlushHoles   float64 `yaml:"flush_holes"`
 		RetxDelay    *Dist   `yaml:"retx_delay"`
+		HARQBy       string  `yaml:"harq_by"`
 	} `yaml:"errors"`
 	Handover struct {
 		ReportLead    *Dist          `yaml:"report_lead"`
@@ -450,6 +451,13 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	case "", "none", "measured":
 	default:
 		return nil, fmt.Errorf("capacity_variation: %q is not measured or none", f.CapacityVariation)
+	}
+	switch f.Errors.HARQBy {
+	case "", "random":
+	case "payload":
+		cfg.HARQByPayload = true
+	default:
+		return nil, fmt.Errorf("errors.harq_by: %q is not random or payload", f.Errors.HARQBy)
 	}
 	if f.Errors.RetxDelay != nil {
 		if err := f.Errors.RetxDelay.validate("errors.retx_delay"); err != nil {

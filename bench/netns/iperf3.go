@@ -131,9 +131,18 @@ func (t *Topo) Iperf3(clientNS, serverNS string, server netip.Addr, o Iperf3Opti
 	stopServer()
 	r, perr := ParseIperf3(out)
 	if perr != nil {
-		return r, fmt.Errorf("iperf3 client in %s: %v; %w; stderr: %s", clientNS, cerr, perr, bytes.TrimSpace(stderr.Bytes()))
+		return r, fmt.Errorf("iperf3 client in %s: %v; %w; stderr: %s; JSON: %s", clientNS, cerr, perr, bytes.TrimSpace(stderr.Bytes()), excerpt(out, 600))
 	}
 	return r, nil
+}
+
+// excerpt is the start of b, cut at n bytes with a note of the rest.
+func excerpt(b []byte, n int) string {
+	b = bytes.TrimSpace(b)
+	if len(b) <= n {
+		return string(b)
+	}
+	return fmt.Sprintf("%s... (%d more bytes)", b[:n], len(b)-n)
 }
 
 // waitListening polls ss in ns until a TCP socket listens on port.

@@ -141,14 +141,14 @@ func testNoopTUNForwarderTransfer(t *testing.T, mode tun.OffloadMode) {
 		t.Log(d)
 	}
 	// The TUN opened from the test process (in DoPath) lives in the phone.
-	if !strings.Contains(phone("ip", "-o", "link", "show"), tunName+":") {
-		t.Error("TUN is not in the phone namespace")
+	if links := phone("ip", "-o", "link", "show"); !strings.Contains(links, tunName+":") {
+		t.Errorf("TUN %s is not in the phone namespace; its links:\n%s", tunName, links)
 	}
-	if err := exec.Command("ip", "link", "show", "dev", tunName).Run(); err == nil {
-		t.Error("TUN appeared in the host namespace")
+	if out, err := exec.Command("ip", "link", "show", "dev", tunName).CombinedOutput(); err == nil {
+		t.Errorf("TUN appeared in the host namespace:\n%s", out)
 	}
-	if !strings.Contains(phone("ip", "-4", "route", "show", "table", "100"), "default dev "+tunName) {
-		t.Fatal("no default route into the TUN in table 100")
+	if routes := phone("ip", "-4", "route", "show", "table", "100"); !strings.Contains(routes, "default dev "+tunName) {
+		t.Fatalf("no default route into the TUN %s in table 100; the table:\n%s", tunName, routes)
 	}
 	for _, tc := range []struct {
 		dst  netip.Addr
@@ -252,7 +252,7 @@ func TestIperf3Smoke(t *testing.T) {
 	t.Logf("kernel forwarding, 1 s: %.2f Gbit/s", r.BitsPerSecond/1e9)
 	// A server address that is not in the chain must fail clearly.
 	if _, err := c.Iperf3(Laptop, Server, netip.MustParseAddr("10.77.99.1"), Iperf3Options{Seconds: 1}); err == nil {
-		t.Error("iperf3 against an address the server lacks succeeded")
+		t.Errorf("iperf3 against an address the server lacks succeeded: %+v", r)
 	}
 }
 

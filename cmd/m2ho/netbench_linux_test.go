@@ -190,7 +190,7 @@ func TestNetBench(t *testing.T) {
 			m[`m2ho_window_rewrites_total{reason="stable-rate"}`]+m[`m2ho_window_rewrites_total{reason="preparation"}`],
 			m["m2ho_signal_lost"])
 		if m[`m2ho_packets_total{dir="downlink"}`] == 0 {
-			t.Errorf("%s: no packet crossed the engine", name)
+			t.Errorf("%s: no packet crossed the engine; row %+v, metrics %v\nlog:\n%s", name, rows[len(rows)-1], m, d.stderr.String())
 		}
 		d.stop()
 	}

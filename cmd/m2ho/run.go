@@ -455,6 +455,25 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	undo = append(undo, func() { srv.Close() })
 	fmt.Fprintf(out, "m2ho: signalling socket %s (pass-through until the first event; after %v without one)\n", c.Socket, c.SignalTimeout)
 
+	ps := &pumps{
+		eng:       eng,
+		tick:      ctrl.Tick,
+		tickEvery: 10 * time.Millisecond,
+		db:        db,
+		saveEvery: 5 * time.Second,
+		log:       log,
+		// The server's Close waits for its goroutines: after this pump
+		// returns, no event reaches the controller any more.
+		serve: []func(context.Context) error{func(ctx context.Context) error {
+			<-ctx.Done()
+			return srv.Close()
+		}},
+	}
+	if c.SMaxDB != "" {
+		path := c.SMaxDB
+		ps.save = func(snap m2ho.SMaxSnapshot) error { return smaxfile.Save(path, snap) }
+	}
+
 	if c.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(newCollector(eng, ctrl, srv, obs))
@@ -463,42 +482,24 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			return fmt.Errorf("--metrics-addr: %w", err)
 		}
 		hs := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: 5 * time.Second}
-		go hs.Serve(ln)
 		undo = append(undo, func() { hs.Close() })
+		ps.serve = append(ps.serve, func(ctx context.Context) error {
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(ln) }()
+			select {
+			case <-ctx.Done():
+				hs.Close()
+				<-errc
+				return nil
+			case err := <-errc:
+				return fmt.Errorf("--metrics-addr: %w", err)
+			}
+		})
 		fmt.Fprintf(out, "m2ho: metrics on http://%s/metrics\n", ln.Addr())
 	}
 
-	// Timers of the controller (withdrawal, smoothing bound, signal loss)
-	// run on a short tick while no packet brings the time along.
-	go func() {
-		t := time.NewTicker(10 * time.Millisecond)
-		defer t.Stop()
-		lastSave := time.Now()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case now := <-t.C:
-				eng.Do(func() {
-					ctrl.Tick(now)
-					if c.SMaxDB != "" && ctrl.Dirty() && now.Sub(lastSave) > 5*time.Second {
-						lastSave = now
-						if err := smaxfile.SaveDB(c.SMaxDB, db); err != nil {
-							log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(err))
-						}
-					}
-				})
-			}
-		}
-	}()
-
 	log.Info("m2ho running", zap.String("tun", dev.Name()), zap.String("socket", c.Socket))
-	err = eng.Run(ctx)
-	if c.SMaxDB != "" {
-		if serr := smaxfile.SaveDB(c.SMaxDB, db); serr != nil {
-			log.Warn("saving the s_max database", zap.String("file", c.SMaxDB), zap.Error(serr))
-		}
-	}
+	err = ps.run(ctx)
 	if ctx.Err() != nil {
 		fmt.Fprintln(out, "m2ho: stopping")
 		return nil

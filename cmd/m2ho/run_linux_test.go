@@ -135,7 +135,7 @@ func linkNames(t testing.TB, ns string) []string {
 	}
 	out, err := exec.Command("ip", args...).Output()
 	if err != nil {
-		t.Fatalf("ip %v: %v", args, err)
+		t.Fatalf("ip %v: %v%s", args, err, stderrOf(err))
 	}
 	var names []string
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
@@ -146,6 +146,16 @@ func linkNames(t testing.TB, ns string) []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+// stderrOf is what a command run with Output said on stderr, for its
+// error message ("" if it said nothing).
+func stderrOf(err error) string {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(bytes.TrimSpace(ee.Stderr)) > 0 {
+		return ": " + string(bytes.TrimSpace(ee.Stderr))
+	}
+	return ""
 }
 
 // phoneState is everything `m2ho run` may change in the phone namespace:
@@ -161,7 +171,7 @@ func phoneState(t testing.TB, c *netns.Chain) string {
 	} {
 		out, err := c.Exec(netns.Phone, append([]string{"ip"}, args...)...).Output()
 		if err != nil {
-			t.Fatalf("ip %v in the phone: %v", args, err)
+			t.Fatalf("ip %v in the phone: %v%s", args, err, stderrOf(err))
 		}
 		// Drop link counters and states that change with traffic.
 		for _, line := range strings.Split(string(out), "\n") {
@@ -178,7 +188,7 @@ func phoneState(t testing.TB, c *netns.Chain) string {
 		"net.ipv4.conf.default.rp_filter", "net.ipv4.conf.tether0.rp_filter", "net.ipv4.conf.uplink0.rp_filter"} {
 		out, err := c.Exec(netns.Phone, "sysctl", "-n", k).Output()
 		if err != nil {
-			t.Fatalf("sysctl %s: %v", k, err)
+			t.Fatalf("sysctl %s: %v%s", k, err, stderrOf(err))
 		}
 		fmt.Fprintf(&b, "%s=%s", k, out)
 	}
@@ -672,7 +682,22 @@ func testRunM2HOTransfer(t *testing.T, dev string, tunArgs ...string) {
 		if m := d.metrics(); m["m2ho_smax_bytes"] != sMax {
 			t.Errorf("m2ho_smax_bytes = %v in Preparation, want the learned burst %d", m["m2ho_smax_bytes"], sMax)
 		}
-		time.Sleep(5 * time.Millisecond) // ACKs sent before the clamp have arrived
+		// ACKs sent before the clamp may still be on their way (for longer
+		// on a busy machine): wait for the first clamped window the server
+		// sees. The path does not reorder, so every later ACK carries the
+		// clamp too.
+		var before []uint32
+		for deadline := time.Now().Add(2 * time.Second); ; {
+			w, _ := tr.serverWindow(t)
+			if w > 0 && w <= sMax+slack {
+				break
+			}
+			before = append(before, w)
+			if time.Now().After(deadline) {
+				t.Fatalf("attempt %d: the server saw no clamped window within 2 s of Preparation: %v", attempt, before)
+			}
+			time.Sleep(time.Millisecond)
+		}
 		prep, _ := tr.sampleWindows(t, 20, 2*time.Millisecond)
 		if m := d.metrics(); m[`m2ho_state{state="preparation"}`] != 1 {
 			t.Fatalf("Preparation ended during the sampling; state metrics %v", m)
@@ -680,7 +705,7 @@ func testRunM2HOTransfer(t *testing.T, dev string, tunArgs ...string) {
 		if w := maxOf(prep); w > sMax+slack || w == 0 {
 			t.Errorf("attempt %d: server's snd_wnd in Preparation %v, want all in (0, %d]", attempt, prep, sMax+slack)
 		}
-		t.Logf("attempt %d: server's snd_wnd in Preparation: %v", attempt, prep)
+		t.Logf("attempt %d: server's snd_wnd in Preparation: %d unclamped samples while the clamp travelled, then %v", attempt, len(before), prep)
 
 		// (b) Handover command, then random access success: Smoothing
 		// drops pure ACKs for what was sent before the command.
@@ -793,7 +818,7 @@ func TestRunStableRate(t *testing.T) {
 			m[`m2ho_window_rewrites_total{reason="stable-rate"}`], m["m2ho_signal_lost"])
 	}
 	if _, ok := d.waitMetric("m2ho_signal_lost", func(v float64) bool { return v == 1 }, 3*time.Second); !ok {
-		t.Fatalf("m2ho_signal_lost not 1 after 3s without events (timeout 300ms)")
+		t.Fatalf("m2ho_signal_lost not 1 after 3s without events (timeout 300ms); metrics %v\nlog:\n%s", d.metrics(), d.stderr.String())
 	}
 	r0 := d.metrics()[`m2ho_window_rewrites_total{reason="stable-rate"}`]
 	tr.waitReceived(t, tr.received.Load()+16<<20)
@@ -829,7 +854,8 @@ func TestRunLearnsWithoutDB(t *testing.T) {
 	}
 	d.stop()
 	if _, err := os.Stat(d.smaxDB); err == nil {
-		t.Errorf("a database file was written without --smax-db")
+		b, _ := os.ReadFile(d.smaxDB)
+		t.Errorf("a database file %s was written without --smax-db:\n%s", d.smaxDB, b)
 	}
 }
 

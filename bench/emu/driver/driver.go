@@ -237,7 +237,11 @@ const maxWait = 5 * time.Millisecond
 // run on one goroutine; it locks it to its OS thread.
 func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	start := time.Now()
-	m, err := emu.New(d.cfg.Scenario.Config, start, d.cfg.Seed)
+	mc := d.cfg.Scenario.Config
+	if mc.HARQByPayload && mc.Retx == nil {
+		mc.Retx = emu.PayloadRetx(mc, d.cfg.Seed, func(id uint64) []byte { return d.pool.buf(uint32(id))[d.off : d.off+int(d.pool.size[id])] })
+	}
+	m, err := emu.New(mc, start, d.cfg.Seed)
 	if err != nil {
 		d.closeFiles()
 		return res, err

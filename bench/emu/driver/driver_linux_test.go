@@ -196,7 +196,8 @@ func testDriverKernel(t *testing.T) {
 		// The link must limit the rate (TCP/IP headers take ~3 %) and still
 		// carry most of it.
 		if good > mbps*1.02 || good < mbps*0.3 {
-			t.Errorf("goodput %.1f Mbps is not within [0.3, 1.02] x %d Mbps", good, mbps)
+			t.Errorf("goodput %.1f Mbps (%d bytes in %v) is not within [0.3, 1.02] x %d Mbps; emulator summary %+v, counters %+v",
+				good, n, el, mbps, r.res.Summary, r.res.Counters)
 		}
 		s := readSummary(t, out)
 		if s.DeliveredPackets < n/1500 || s.Scenario != "const" || s.Handovers != 0 {
