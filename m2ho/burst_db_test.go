@@ -45,7 +45,7 @@ func TestBurstDetector(t *testing.T) {
 			var got []int
 			for _, s := range tc.slots {
 				if sb, ok := d.slot(t0.Add(usDur(s.us)), s.rb, s.bytes); ok {
-					got = append(got, sb)
+					got = append(got, int(sb.bytes))
 				}
 			}
 			if len(got) != len(tc.want) {

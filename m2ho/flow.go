@@ -4,9 +4,18 @@ import "time"
 
 // tsRing is how many uplink TSvals a flow remembers for RTT matching. The
 // server echoes the TSval of the latest ACK it took (RFC 7323 ts_recent),
-// so only the most recent few can ever match; 8 covers an RTT's worth of
-// distinct TSvals at the usual 1 ms timestamp clock with room to spare.
+// so the echo of a TSval reaches the phone one RTT after the ACK left it;
+// at Linux's 1 ms timestamp clock a flow sends up to one new TSval per
+// millisecond, 70 per RTT on 5G. Recording every one would push the
+// matching one out of the ring before its echo comes back; once the RTT
+// is known a new TSval is recorded only tsRing/2 times per smoothed RTT
+// (see recordTSval), so the ring spans two RTTs, and before the first
+// sample every tsSpacingNoRTT.
 const tsRing = 8
+
+// tsSpacingNoRTT spaces the recorded TSvals before the first RTT sample:
+// the ring then spans 200 ms, more than any 5G round trip.
+const tsSpacingNoRTT = 25 * time.Millisecond
 
 // Flow is the controller's per-flow state. The packet path owns the memory
 // (one Flow embedded in each flow-table entry, so a new flow allocates
@@ -42,6 +51,13 @@ type Flow struct {
 	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298)
 	rttMin time.Duration
 	rttN   uint32
+
+	// Eqn 2's last limit for this flow (bytes) and when it was set, in
+	// command episode eq2Episode: the limit rises at a bounded pace (see
+	// Controller.stableRwnd).
+	eq2Last    float64
+	eq2At      time.Time
+	eq2Episode uint32
 }
 
 type tsSent struct {
@@ -57,6 +73,13 @@ func (f *Flow) recordTSval(now time.Time, val uint32) {
 	last := &f.ts[(f.tsNext+tsRing-1)%tsRing]
 	if last.val == val && !last.at.IsZero() {
 		return
+	}
+	spacing := tsSpacingNoRTT
+	if f.srtt > 0 {
+		spacing = f.srtt / (tsRing / 2)
+	}
+	if last.valid && now.Sub(last.at) < spacing {
+		return // the ring would not outlive the echo (tsRing)
 	}
 	f.ts[f.tsNext] = tsSent{val: val, at: now, valid: true}
 	f.tsNext = (f.tsNext + 1) % tsRing
