@@ -180,6 +180,10 @@ type hoPlan struct {
 	report, cmd, exec, ra time.Duration
 	from, to              int
 	meas                  signaling.MeasEvent
+	// What this handover did, counted from its command to the next:
+	// tail drops at a cell buffer, and at its own flush the packets
+	// missing (holes) and delivered past them (early).
+	drops, holes, early int64
 }
 
 type window struct{ from, to time.Duration }
@@ -218,6 +222,8 @@ type Model struct {
 	windows []window
 	alarms  []window // false alarms: report → A1
 	pending ring[Delivery]
+
+	curPlan int // the last handover commanded (-1: none yet)
 
 	lateThr time.Duration
 	c       Counters
@@ -270,6 +276,7 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 		ulBuf:   int64(float64(cfg.UplinkBuffer) * scale),
 		ulBps:   cfg.UplinkMbps * 1e6 * scale,
 		lateThr: cfg.LateThreshold,
+		curPlan: -1,
 	}
 	if m.lateThr == 0 {
 		m.lateThr = time.Millisecond
@@ -699,6 +706,9 @@ func (m *Model) push(c *cell, p pkt) bool {
 	if c.queued+p.size > c.Buffer {
 		m.c.OverflowDrops++
 		m.c.OverflowBytes += p.size
+		if m.curPlan >= 0 {
+			m.plans[m.curPlan].drops++
+		}
 		if m.inHO {
 			m.c.HODrops++
 		}
@@ -782,6 +792,7 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 		m.c.Reports++
 		m.c.FalseAlarms++
 	case ctrlCommand:
+		m.curPlan = c.ho
 		m.command(&m.plans[c.ho], at, t, out)
 	case ctrlRA:
 		m.inHO = false
@@ -829,6 +840,7 @@ func (m *Model) command(p *hoPlan, at, t time.Duration, out *[]Delivery) {
 	}
 	m.c.FlushedEarly += early
 	m.c.FlushedHoles += holes
+	p.holes, p.early = holes, early
 	src, dst := &m.cells[p.from], &m.cells[p.to]
 	for src.q.n > 0 {
 		m.fwd.push(src.q.pop())
