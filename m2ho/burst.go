@@ -25,19 +25,18 @@ const (
 // burst is one scheduling burst as the UE sees it: the bytes the cell
 // served in it (S), its length (D: from the end of its first slot to the
 // end of the empty slot that closed it, i.e. its slots' air time when
-// slots are contiguous), and the cycle it closes: the bytes served and
-// the time since the previous burst ended (or since the detector started
-// seeing slots), the burst included.
+// slots are contiguous), and the cell's delivery rate over the window of
+// max(D, RTT) that ends with it (see burstDetector.rateOver), the stand-in
+// for the rate data arrived at while it lasted.
 type burst struct {
-	bytes      int64
-	dur        time.Duration
-	cycleBytes int64
-	cycleDur   time.Duration
+	bytes  int64
+	dur    time.Duration
+	window float64 // bytes/s delivered over the window; 0: unknown
 }
 
 // backlog is the lower bound of the cell's buffer that this burst proves
-// (§4.3's s_b, corrected), given arrival, an upper estimate of the rate in
-// bytes/s at which data reached the cell while the burst lasted.
+// (§4.3's s_b, corrected), given cEst, the current delivery estimate in
+// bytes/s (0: none).
 //
 // A burst of full slots is the cell draining this UE's queue; it ends when
 // the queue is empty. With Q0 the backlog at the burst's start and A the
@@ -49,25 +48,25 @@ type burst struct {
 // exactly when it matters: a window-limited sender is ACK-clocked, so data
 // keeps arriving at about the delivery rate while the cell drains, and S
 // exceeds the buffer (estimates of 0.8–1.1 MB against 600 KB buffers on
-// the bench). The UE cannot see A, but between two drained queues
-// (the previous burst's end and this one's) everything that arrived was
-// served, so the cycle's delivery rate is the cycle's mean arrival rate;
-// assuming arrivals during the burst are no denser than the larger of
-// that mean and the current delivery estimate c_est (the rate the ACK
-// clock runs at), A ≤ arrival·D and
+// the bench). The UE cannot see A. What reaches the cell now was sent for
+// the ACKs of what the UE received one RTT ago, so over a window of at
+// least an RTT the arrivals are about the deliveries: the arrival rate
+// during the burst is taken as the larger of the delivery rate over the
+// window of max(D, RTT) ending with the burst and c_est, and
 //
-//	ŝ_b = S − arrival·D ≤ Q0 ≤ s_max.
+//	ŝ_b = S − arrival·D ≤ Q0 ≤ s_max
 //
-// The assumption fails for a sender that dumps a whole window at once
-// (a window opened by a released clamp); such a burst is mostly
-// overflow-limited, and S − arrival·D then errs high by at most what the
-// cell served while the window was arriving. A burst that is the whole
-// cycle (no earlier drained queue seen) proves nothing: ŝ_b = 0.
-func (b burst) backlog(arrival float64) int {
-	if b.cycleDur > 0 {
-		arrival = math.Max(arrival, float64(b.cycleBytes)/b.cycleDur.Seconds())
-	}
-	if b.cycleDur <= b.dur {
+// as long as arrivals during the burst are no denser than that. A burst
+// at least an RTT long has arrival ≥ S/D and proves nothing (ŝ_b = 0): a
+// sender that keeps the cell busy is not showing a drained queue. The
+// assumption fails for a sender that grows faster than the ACK clock (slow
+// start's doubling, a window opened at once by a released clamp): the
+// estimate then errs high by at most the excess arrivals, which is why a
+// larger estimate is recorded only as the maximum over many bursts of a
+// cell, never as a sum, and why the clamp still shares it between flows.
+func (b burst) backlog(cEst float64) int {
+	arrival := math.Max(b.window, cEst)
+	if !(arrival > 0) || b.dur <= 0 {
 		return 0
 	}
 	q := float64(b.bytes) - arrival*b.dur.Seconds()
@@ -77,11 +76,15 @@ func (b burst) backlog(arrival float64) int {
 	return int(q)
 }
 
+// rateBuckets is the delivery history the detector keeps: bytes per
+// millisecond over the last rateBuckets ms (longer windows are cut).
+const rateBuckets = 256
+
 // burstDetector finds scheduling bursts in the serving cell's MAC slots:
 // a burst starts at a slot with RBRatio > 0.9 and ends at a slot with
 // RBRatio < 0.4 that is followed by an empty slot (RBRatio == 0 or no
-// bytes). Between bursts it counts the bytes served, for the cycle's mean
-// rate (see burst.backlog).
+// bytes). It keeps the bytes served per millisecond (a fixed ring: no
+// allocation) for the delivery rate around each burst.
 type burstDetector struct {
 	in       bool
 	tail     bool // the last slot was < 0.4: an empty one now ends the burst
@@ -89,30 +92,72 @@ type burstDetector struct {
 	start    time.Time
 	lastSlot time.Time
 
-	// The cycle: since the previous burst ended (or the first slot).
-	cycleOn    bool
-	cycleStart time.Time
-	cycleBytes int64
+	// History: hist[ms%rateBuckets] holds the bytes of millisecond ms
+	// (counted from origin) when histMs[...] == ms.
+	origin  time.Time
+	histOn  bool
+	firstMs int64 // the first millisecond with history
+	hist    [rateBuckets]int64
+	histMs  [rateBuckets]int64
 }
 
 func (d *burstDetector) reset() { *d = burstDetector{} }
 
-// slot feeds one MAC slot; it returns the burst when the slot ends one.
-func (d *burstDetector) slot(now time.Time, rb float64, bytes int) (b burst, ended bool) {
+func (d *burstDetector) record(now time.Time, bytes int64) {
+	if !d.histOn {
+		d.histOn, d.origin = true, now
+	}
+	ms := int64(now.Sub(d.origin) / time.Millisecond)
+	if ms < 0 {
+		return
+	}
+	i := ms % rateBuckets
+	if d.histMs[i] != ms {
+		d.histMs[i], d.hist[i] = ms, 0
+	}
+	d.hist[i] += bytes
+}
+
+// rateOver is the bytes/s served in the window w ending at now, cut to
+// the history kept (since the last reset, at most rateBuckets ms): a
+// shorter window is closer to the burst's own rate, so it errs towards a
+// smaller ŝ_b.
+func (d *burstDetector) rateOver(now time.Time, w time.Duration) float64 {
+	if !d.histOn || w <= 0 {
+		return 0
+	}
+	end := int64(now.Sub(d.origin) / time.Millisecond)
+	n := int64(w / time.Millisecond)
+	if n < 1 {
+		n = 1
+	}
+	if n > rateBuckets {
+		n = rateBuckets
+	}
+	if have := end - d.firstMs + 1; n > have {
+		n = max(have, 1) // what history there is: at least the burst itself
+	}
+	var sum int64
+	for ms := end - n + 1; ms <= end; ms++ {
+		if i := ((ms % rateBuckets) + rateBuckets) % rateBuckets; d.histMs[i] == ms {
+			sum += d.hist[i]
+		}
+	}
+	return float64(sum) / (float64(n) / 1000)
+}
+
+// slot feeds one MAC slot; rtt is the current RTT estimate (0: none). It
+// returns the burst when the slot ends one.
+func (d *burstDetector) slot(now time.Time, rb float64, bytes int, rtt time.Duration) (b burst, ended bool) {
 	if d.in && now.Sub(d.lastSlot) > burstMaxGap {
 		d.reset()
-	}
-	if !d.cycleOn {
-		// The first slot's bytes were served before now: the cycle
-		// starts with it, not at its end.
-		d.cycleOn, d.cycleStart = true, now
 	}
 	d.lastSlot = now
 	empty := !(rb > 0) || bytes <= 0 // NaN and negative count as empty
 	if bytes < 0 {
 		bytes = 0
 	}
-	d.cycleBytes += int64(bytes)
+	d.record(now, int64(bytes))
 	if !d.in {
 		if !empty && rb > burstStartRB {
 			d.in, d.tail, d.bytes, d.start = true, false, int64(bytes), now
@@ -120,10 +165,10 @@ func (d *burstDetector) slot(now time.Time, rb float64, bytes int) (b burst, end
 		return burst{}, false
 	}
 	if empty && d.tail {
-		b = burst{bytes: d.bytes, dur: now.Sub(d.start), cycleBytes: d.cycleBytes, cycleDur: now.Sub(d.cycleStart)}
+		b = burst{bytes: d.bytes, dur: now.Sub(d.start)}
+		b.window = d.rateOver(now, max(b.dur, rtt))
 		long := b.dur > burstMaxLen
 		d.in, d.tail, d.bytes = false, false, 0
-		d.cycleStart, d.cycleBytes = now, 0
 		if long {
 			return burst{}, false
 		}

@@ -44,7 +44,7 @@ func TestBurstDetector(t *testing.T) {
 			var d burstDetector
 			var got []int
 			for _, s := range tc.slots {
-				if sb, ok := d.slot(t0.Add(usDur(s.us)), s.rb, s.bytes); ok {
+				if sb, ok := d.slot(t0.Add(usDur(s.us)), s.rb, s.bytes, 0); ok {
 					got = append(got, int(sb.bytes))
 				}
 			}

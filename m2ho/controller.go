@@ -401,7 +401,7 @@ func (c *Controller) nameServing(s signaling.Cell) {
 
 func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	c.nameServing(ev.Serving)
-	b, ended := c.burst.slot(now, ev.RBRatio, ev.Bytes)
+	b, ended := c.burst.slot(now, ev.RBRatio, ev.Bytes, c.lastRTT)
 	if !ended {
 		return
 	}

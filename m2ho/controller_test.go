@@ -699,10 +699,12 @@ func TestBurstsFeedDatabase(t *testing.T) {
 	serving := func(tp signaling.CellType, id string, ms int, rb float64, b int) {
 		c.OnEvent(at(ms), &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: b, Serving: signaling.Cell{ID: id, Type: tp}})
 	}
-	// ŝ_b = S − arrival·D (burst.backlog): the cycle starts with the
+	// ŝ_b = S − arrival·D (burst.backlog). The history starts with the
 	// first slot seen (t=0); the burst 10..12 ms serves S = 4100 B in
-	// D = 2 ms; the cycle's mean rate 4100 B / 12 ms stands for the
-	// arrivals (no c_est yet): 4100 − 4100·2/12 = 3416.67 → 3416.
+	// D = 2 ms; the delivery rate over the RTT (12 ms) ending with it,
+	// 4100 B / 12 ms, stands for the arrivals (no c_est yet):
+	// 4100 − 4100·2/12 = 3416.67 → 3416.
+	c.lastRTT = 12 * time.Millisecond
 	serving(sub6, "A", 0, 0, 0)
 	serving(sub6, "A", 10, 0.95, 4000)
 	serving(sub6, "A", 11, 0.3, 100)
@@ -710,9 +712,9 @@ func TestBurstsFeedDatabase(t *testing.T) {
 	if v, _ := db.Get(cell(sub6, "A")); v != 3416 || !c.Dirty() {
 		t.Fatalf("ŝ_max(A) %d dirty %v", v, c.Dirty())
 	}
-	// A smaller burst does not lower it (101 − 101·2/3 = 33); a larger
-	// one raises it: 9001 B in 2 ms after a 17 ms cycle,
-	// 9001 − 9001·2/17 = 7942.06 → 7942.
+	// A smaller burst does not lower it (the window 4..15 ms holds 4201
+	// B: 101 − 4201·2/12 < 0); a larger one raises it: 9001 B in 2 ms,
+	// alone in its window 21..32 ms, 9001 − 9001·2/12 = 7500.8 → 7500.
 	serving(sub6, "A", 13, 0.95, 100)
 	serving(sub6, "A", 14, 0.1, 1)
 	serving(sub6, "A", 15, 0, 0)
@@ -722,7 +724,7 @@ func TestBurstsFeedDatabase(t *testing.T) {
 	serving(sub6, "A", 30, 0.95, 9000)
 	serving(sub6, "A", 31, 0.1, 1)
 	serving(sub6, "A", 32, 0, 0)
-	if v, _ := db.Get(cell(sub6, "A")); v != 7942 {
+	if v, _ := db.Get(cell(sub6, "A")); v != 7500 {
 		t.Fatalf("ŝ_max(A) %d", v)
 	}
 	// A change of cell mid-burst drops the burst.

@@ -54,7 +54,7 @@ func ackClockedCell(capB, buf int64, rttSlots, slots int, w0, ssthresh int64, ea
 		if each != nil {
 			each(t0.Add(time.Duration(k+1)*slot), rb, int(s))
 		}
-		if b, ok := d.slot(t0.Add(time.Duration(k+1)*slot), rb, int(s)); ok {
+		if b, ok := d.slot(t0.Add(time.Duration(k+1)*slot), rb, int(s), time.Duration(rttSlots)*slot); ok {
 			paper = append(paper, int(b.bytes))
 			fixed = append(fixed, b.backlog(0))
 		}
@@ -87,6 +87,7 @@ func TestSMaxNotAboveBuffer(t *testing.T) {
 			// of sub-6 cell A: what it records is ŝ_max(A).
 			db := NewSMaxDB("")
 			c := New(Config{SMaxDB: db})
+			c.lastRTT = rtt * 500 * time.Microsecond // as if a flow had measured it
 			A := cell(sub6, "A")
 			slot := func(now time.Time, rb float64, b int) {
 				c.OnEvent(now, &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: b, Serving: A})

@@ -105,11 +105,11 @@ func TestEqn2CappedByBuffer(t *testing.T) {
 	// At 1600 ms the pace allows 6040 + 2000·199/50 = 14000 B: the cap.
 	check(t, "capped by BDP + ŝ_max", up(fx, f, 1600), rewrite(110, ReasonStableRate))
 	// A burst in C raises ŝ_max(C), and the cap follows: slots from
-	// t=1610, S = 9001 B in D = 2 ms after a 12 ms cycle; the cycle's
-	// mean 9001/0.012 = 750083 B/s exceeds c_est, so ŝ_b = 9001 −
-	// 750083·0.002 = 7500.8 → 7500; cap 10000 + 7500 = 17500 B,
-	// ceil(17500/128) = 137, which the pace allows at 1700 ms (14000 +
-	// 3750·100/50).
+	// t=1610, S = 9001 B in D = 2 ms. The window is the RTT (50 ms), cut
+	// to the 13 ms of history since the first slot: 9001 B / 13 ms =
+	// 692385 B/s exceeds c_est, so ŝ_b = 9001 − 692385·0.002 = 7616.2 →
+	// 7616; cap 10000 + 7616 = 17616 B, ceil(17616/128) = 138, which the
+	// pace allows at 1700 ms (14000 + 3808·100/50).
 	Cc := cell(sub6, "C")
 	for _, s := range []struct {
 		ms    int
@@ -118,10 +118,10 @@ func TestEqn2CappedByBuffer(t *testing.T) {
 	}{{1610, 0, 0}, {1620, 0.95, 9000}, {1621, 0.1, 1}, {1622, 0, 0}} {
 		fx.ev(s.ms, &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: s.rb, Bytes: s.bytes, Serving: Cc})
 	}
-	if v, _ := fx.db.Get(Cc); v != 7500 {
-		t.Fatalf("ŝ_max(C) %d, want 7500", v)
+	if v, _ := fx.db.Get(Cc); v != 7616 {
+		t.Fatalf("ŝ_max(C) %d, want 7616", v)
 	}
-	check(t, "cap follows ŝ_max", up(fx, f, 1700), rewrite(137, ReasonStableRate))
+	check(t, "cap follows ŝ_max", up(fx, f, 1700), rewrite(138, ReasonStableRate))
 
 	// ŝ_max(C) = 60000 B: the cap (70000 B) is above Eqn 2's 20000 B,
 	// which governs.
