@@ -34,6 +34,9 @@ type RunData struct {
 	Kernel  map[string]int64 // the server's TcpExt counters at the run's end (KernelCounters)
 	SMax    map[string]int   // the proxy's final ŝ_max per cell ID
 	Cells   []emu.CellInfo   // the cells' configured (scaled) buffers
+	// Verdicts are the proxy's verdict counters over time (nil: not
+	// recorded).
+	Verdicts []VerdictSample
 }
 
 // Alignment places iperf3's intervals on the emulator's clock.

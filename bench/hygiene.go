@@ -25,8 +25,13 @@ var TCPSysctls = [][2]string{
 	{"net.ipv4.tcp_rmem", "4096 131072 67108864"},
 	{"net.ipv4.tcp_wmem", "4096 16384 67108864"},
 	{"net.ipv4.tcp_no_metrics_save", "1"},
-	{"net.ipv4.tcp_congestion_control", "cubic"},
 }
+
+// The namespaces' default congestion control is set to CUBIC where the
+// kernel allows it (a namespace may only pick one the host lists in
+// tcp_allowed_congestion_control); iperf3's -C cubic sets it per socket
+// in any case, and the value read back is recorded.
+const defaultCC = "cubic"
 
 // recordedSysctls are read back in every namespace after TCPSysctls.
 var recordedSysctls = []string{
@@ -52,7 +57,11 @@ func configureTCP(c *netns.Chain) (Sysctls, error) {
 				return nil, err
 			}
 		}
+		ccErr := c.Sysctl(n, "net.ipv4.tcp_congestion_control", defaultCC)
 		m := map[string]string{}
+		if ccErr != nil {
+			m["bench.default_cc_note"] = "could not set " + defaultCC + " as the namespace default (not in the host's allowed list); iperf3 -C cubic sets it per socket"
+		}
 		for _, k := range recordedSysctls {
 			b, err := c.Exec(n, "cat", "/proc/sys/"+strings.ReplaceAll(k, ".", "/")).Output()
 			if err != nil {
@@ -124,6 +133,7 @@ const (
 	netstatFile = "server-netstat.txt"
 	smaxDBFile  = "smaxdb.json"
 	cellsFile   = "cells.json"
+	verdictFile = "verdicts.tsv"
 )
 
 // readSMaxDB reads the proxy's ŝ_max database file (version 1: cells of
@@ -161,4 +171,43 @@ func readJSONFile(dir, name string, v any) error {
 		return fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
 	}
 	return nil
+}
+
+// VerdictSample is one line of the proxy's --verdict-log: its cumulative
+// verdict counters at a wall time.
+type VerdictSample struct {
+	UnixNs                    int64
+	Clamp, Eqn2, Suppressions uint64
+}
+
+// ReadVerdictLog parses the proxy's --verdict-log (header unix_ns,
+// clamp_rewrites, eqn2_rewrites, suppressed_acks).
+func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
+	var out []VerdictSample
+	err := tsv(r, name, []string{"unix_ns", "clamp_rewrites", "eqn2_rewrites", "suppressed_acks"}, func(line int, f []string) error {
+		var v [4]uint64
+		for i, s := range f {
+			x, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s:%d: column %d: %q is not a count", name, line, i+1, s)
+			}
+			v[i] = x
+		}
+		out = append(out, VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3]})
+		return nil
+	})
+	return out, err
+}
+
+// verdictsAt is the counters in force at emulator time t (the last sample
+// at or before it; zero before the first).
+func verdictsAt(vs []VerdictSample, startNs int64, t float64) VerdictSample {
+	var last VerdictSample
+	for _, v := range vs {
+		if float64(v.UnixNs-startNs)/1e9 > t {
+			break
+		}
+		last = v
+	}
+	return last
 }

@@ -93,11 +93,47 @@ type HandoverStat struct {
 	// interval ending 1 s or more after random access (0: no interval).
 	CwndBefore  int64 `json:"cwnd_before_bytes"`
 	CwndAfter1s int64 `json:"cwnd_after_1s_bytes"`
+	// The proxy's verdicts attributed to this handover (nil: the proxy
+	// wrote no verdict log): clamp rewrites (§4.3, Preparation and
+	// Smoothing) and suppressed ACKs (§4.4) from its report to its random
+	// access plus SmoothingWindowS, Eqn 2 rewrites (§4.5) from its random
+	// access to the next handover's report.
+	Actions *HandoverActions `json:"actions,omitempty"`
 	// Convergence by window ("0.1s", "1s"), seconds from RA; Converged
 	// false means the value is the dwell.
 	ConvergenceS map[string]float64 `json:"convergence_s"`
 	Converged    map[string]bool    `json:"converged"`
 }
+
+// HandoverActions counts the verdicts of one handover.
+type HandoverActions struct {
+	Clamp        uint64 `json:"clamp_rewrites"`
+	Suppressions uint64 `json:"suppressed_acks"`
+	Eqn2         uint64 `json:"eqn2_rewrites"`
+}
+
+// Fired names the actions with a non-zero count ("-" for none).
+func (a HandoverActions) Fired() string {
+	var out []string
+	if a.Clamp > 0 {
+		out = append(out, "clamp")
+	}
+	if a.Suppressions > 0 {
+		out = append(out, "suppression")
+	}
+	if a.Eqn2 > 0 {
+		out = append(out, "eqn2")
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, "+")
+}
+
+// SmoothingWindowS is how long after random access the clamp and the
+// suppression still count for the handover: the controller's 150 ms
+// smoothing bound runs from the command, so 0.2 s after RA covers it.
+const SmoothingWindowS = 0.2
 
 func windowName(n int) string { return strings.TrimSuffix(fmt.Sprintf("%gs", float64(n)/10), ".0s") }
 
@@ -120,6 +156,17 @@ func handoverStats(r RunResult, d RunData) []HandoverStat {
 			if end >= h.RA+1 && hs.CwndAfter1s == 0 {
 				hs.CwndAfter1s = iv.CwndBytes
 			}
+		}
+		if d.Verdicts != nil {
+			st := d.Emu.StartUnixNS
+			nextReport := math.Inf(1)
+			if i+1 < len(d.Handovers) {
+				nextReport = d.Handovers[i+1].Report
+			}
+			endSmooth := math.Min(h.RA+SmoothingWindowS, nextReport)
+			a0, a1 := verdictsAt(d.Verdicts, st, h.Report-1e-6), verdictsAt(d.Verdicts, st, endSmooth)
+			a2 := verdictsAt(d.Verdicts, st, nextReport)
+			hs.Actions = &HandoverActions{Clamp: a1.Clamp - a0.Clamp, Suppressions: a1.Suppressions - a0.Suppressions, Eqn2: a2.Eqn2 - a1.Eqn2}
 		}
 		for _, n := range ConvergenceWindows {
 			if c := byWin[n][i]; c.Analyzed {

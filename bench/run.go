@@ -291,6 +291,13 @@ func LoadRun(dir string) (RunData, error) {
 	if d.SMax, err = readSMaxDB(filepath.Join(dir, smaxDBFile)); err != nil {
 		return d, err
 	}
+	if fh, err := os.Open(filepath.Join(dir, verdictFile)); err == nil {
+		d.Verdicts, err = ReadVerdictLog(fh, filepath.Join(dir, verdictFile))
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
+	}
 	ed := filepath.Join(dir, emuSubdir)
 	p := filepath.Join(ed, "emulator.json")
 	if b, err = os.ReadFile(p); err != nil {
@@ -496,9 +503,9 @@ func (r *runner) runFresh(ctx context.Context) error {
 		return err
 	}
 	if r.sc != nil {
-		ec := r.sc.Config
-		ec.Scale = r.cfg.Scale
-		if m, err := emu.New(ec, time.Unix(0, 0), r.seed); err == nil {
+		// The scenario as the emulator will build it (emulate scales it
+		// the same way), for the cells' buffers.
+		if m, err := emu.New(r.sc.Scaled(r.cfg.Scale).Config, time.Unix(0, 0), r.seed); err == nil {
 			if err := writeJSONFile(r.dir, cellsFile, m.Cells()); err != nil {
 				return err
 			}
@@ -538,7 +545,8 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	// 1. The proxy on the phone; ready when its signalling socket exists.
 	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
-		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile)}, r.v.Args...)
+		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile),
+		"--verdict-log", filepath.Join(r.dir, verdictFile)}, r.v.Args...)
 	proxyLog := filepath.Join(r.dir, proxyLogFile)
 	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
 	if err != nil {

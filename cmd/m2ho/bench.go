@@ -136,7 +136,7 @@ func report(dir string, s bench.Summary) error {
 type seedsValue struct{ p *[]uint64 }
 
 func newSeedsValue(p *[]uint64) *seedsValue { return &seedsValue{p} }
-func (v *seedsValue) Type() string         { return "seeds" }
+func (v *seedsValue) Type() string          { return "seeds" }
 func (v *seedsValue) String() string {
 	var ss []string
 	for _, x := range *v.p {
