@@ -18,8 +18,9 @@
 //     the command, until the flow acknowledges all of it (rule a, per
 //     flow), the first burst in the target cell ends or SmoothingBound
 //     passes (rules b, c, for all flows); the clamp ends with Smoothing.
-//   - Eqn 2's rwnd is capped at one bandwidth-delay product plus the
-//     serving cell's ŝ_max (see stableRwnd).
+//   - Eqn 2's rwnd is kept between the serving cell's ŝ_max and one
+//     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max/2 per
+//     RTT (see stableRwnd).
 //   - c_est is one estimate for the phone (the cell's delivery rate, reset
 //     when random access to a new cell succeeds); Eqn 2's rwnd and the
 //     Preparation budget ŝ_max are both shared equally by active flows.
@@ -608,8 +609,18 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	// the limit rises by at most ŝ_max/2 per smoothed RTT (spread over
 	// the RTT's ACKs), and a step never queues more than the buffer
 	// holds; from the clamp to the cap (one BDP more) takes a few RTTs.
+	//
+	// The floor: ŝ_max itself. In flight ≤ ŝ_max ≤ s_max can never
+	// overflow the buffer (§4.3's own argument for the clamp), so going
+	// lower buys nothing, and Eqn 2 has no way back from low: rwnd_{k+1}
+	// = λ·rwnd_k·RTT_min/RTT_k shrinks whenever RTT_k > λ·RTT_min, which
+	// a window of a few segments reaches by itself (the laptop's 40 ms
+	// delayed ACK on a lone segment), and one RTT interval with a gap in
+	// it (c_est low) starts the fall. On the bench the sender sat at two
+	// segments for seconds after mmWave → sub-6.
 	if c.stableCap > 0 {
 		rwnd = min(rwnd, r*rttMin.Seconds()+float64(c.stableCap))
+		rwnd = max(rwnd, float64(c.stableCap))
 	}
 	rwnd /= share
 	if c.stableCap > 0 {

@@ -123,10 +123,29 @@ func TestEqn2CappedByBuffer(t *testing.T) {
 	}
 	check(t, "cap follows ŝ_max", up(fx, f, 1700), rewrite(138, ReasonStableRate))
 
-	// ŝ_max(C) = 60000 B: the cap (70000 B) is above Eqn 2's 20000 B,
-	// which governs.
+	// ŝ_max(C) = 15000 B: Eqn 2's 20000 B lies between the floor (15000)
+	// and the cap (25000) and governs: ceil(20000/128) = 157 (the pace
+	// allows 15000 + 7500·51/50 at 1401 ms).
+	fx, f = eqn2Fixture(t, 15000)
+	check(t, "Eqn 2 between floor and cap", up(fx, f, 1401), rewrite(157, ReasonStableRate))
+	// ŝ_max(C) = 60000 B: Eqn 2's 20000 B is under the floor, ŝ_max:
+	// in flight ≤ ŝ_max cannot overflow. ceil(60000/128) = 469.
 	fx, f = eqn2Fixture(t, 60000)
-	check(t, "Eqn 2 under the cap", up(fx, f, 1401), rewrite(157, ReasonStableRate))
+	check(t, "floor at ŝ_max", up(fx, f, 1401), rewrite(469, ReasonStableRate))
+}
+
+// Eqn 2 has no way back from a small window when RTT > λ·RTT_min; the
+// floor at ŝ_max stops the fall. One RTT interval with a gap: the 10000
+// B that opened it at 1400 ms over 200 ms → c_est = 50000 B/s, Eqn 2 =
+// 2·50000·0.05 = 5000 B; the floor keeps ŝ_max(C) = 30000 B,
+// ceil(30000/128) = 235.
+func TestEqn2FloorAtSMax(t *testing.T) {
+	fx, f := eqn2Fixture(t, 30000)
+	fx.pkt(1600, f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: 20000, PayloadLen: 2000, WScale: 7})
+	if h := fx.c.Hint(); h.CEst != 50000 {
+		t.Fatalf("c_est %v, want 50000 B/s", h.CEst)
+	}
+	check(t, "floor", fx.pkt(1601, f, &Packet{Dir: Uplink, Flags: FlagACK, Ack: 1 << 30, Window: 65535, WScale: 7, HasTS: true, TSval: 3}), rewrite(235, ReasonStableRate))
 }
 
 // A flow carried through a sub-6 dwell by Eqn 2 loses nothing there: a
