@@ -316,6 +316,7 @@ type RunResult struct {
 	Kernel              map[string]int64
 	SMax                map[string]int
 	Cells               []emu.CellInfo
+	Congestion          string // the sender's congestion control, from iperf3
 }
 
 // Valid is true when nothing made the run invalid.
@@ -335,7 +336,7 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 	r.GoodputMbps = Goodput(r.Bins)
 	r.ByType = ByType(r.Bins, d.Handovers)
 	r.Convergence = Converge(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction)
-	r.Seed, r.Sysctls, r.Kernel, r.SMax, r.Cells = d.Seed, d.Sysctls, d.Kernel, d.SMax, d.Cells
+	r.Seed, r.Sysctls, r.Kernel, r.SMax, r.Cells, r.Congestion = d.Seed, d.Sysctls, d.Kernel, d.SMax, d.Cells, d.Sender.Congestion
 	r.ConvergenceByWindow = map[string][]Convergence{}
 	for _, n := range ConvergenceWindows {
 		r.ConvergenceByWindow[windowName(n)] = ConvergeWindow(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction, n)

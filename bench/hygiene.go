@@ -183,7 +183,7 @@ type VerdictSample struct {
 // ReadVerdictLog parses the proxy's --verdict-log (header unix_ns,
 // clamp_rewrites, eqn2_rewrites, suppressed_acks).
 func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
-	var out []VerdictSample
+	out := []VerdictSample{} // a log with its header only: no verdicts, not "not logged"
 	err := tsv(r, name, []string{"unix_ns", "clamp_rewrites", "eqn2_rewrites", "suppressed_acks"}, func(line int, f []string) error {
 		var v [4]uint64
 		for i, s := range f {

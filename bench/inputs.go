@@ -244,6 +244,9 @@ type Iperf3Sender struct {
 	// resolution only, used as a coarse check of the alignment.
 	TimeSecs  int64
 	Intervals []SenderInterval
+	// Congestion is end.sender_tcp_congestion, the algorithm the kernel
+	// ran ("" when iperf3 did not say).
+	Congestion string
 }
 
 // ReadIperf3Sender parses iperf3 -J from the sending client. Intervals
@@ -257,6 +260,9 @@ func ReadIperf3Sender(b []byte, name string) (Iperf3Sender, error) {
 				TimeSecs int64 `json:"timesecs"`
 			} `json:"timestamp"`
 		} `json:"start"`
+		End struct {
+			SenderTCPCongestion string `json:"sender_tcp_congestion"`
+		} `json:"end"`
 		Intervals []struct {
 			Streams []struct {
 				Start       float64 `json:"start"`
@@ -277,6 +283,7 @@ func ReadIperf3Sender(b []byte, name string) (Iperf3Sender, error) {
 		return out, fmt.Errorf("%s: iperf3 reported: %s", name, *doc.Error)
 	}
 	out.TimeSecs = doc.Start.Timestamp.TimeSecs
+	out.Congestion = doc.End.SenderTCPCongestion
 	for i, iv := range doc.Intervals {
 		if len(iv.Streams) == 0 {
 			return out, fmt.Errorf("%s: intervals[%d].streams: empty", name, i)

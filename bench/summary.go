@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -34,6 +35,9 @@ type Summary struct {
 	// Sysctls are the TCP settings of every namespace (first run; a run
 	// that differs is a Problem).
 	Sysctls Sysctls `json:"sysctls,omitempty"`
+	// SenderCongestion lists the congestion control iperf3 reported for
+	// the sender (end.sender_tcp_congestion), each value once.
+	SenderCongestion []string `json:"sender_congestion"`
 	// ConvergenceFraction and the windows state the convergence metric.
 	ConvergenceFraction float64        `json:"convergence_fraction"`
 	ConvergenceWindowsS []string       `json:"convergence_windows"`
@@ -144,6 +148,9 @@ func Summarize(runs []RunResult, m Meta) Summary {
 			s.Problems = append(s.Problems, fmt.Sprintf("%s run %d: sysctls differ from the first run's", r.Variant, r.Index+1))
 		}
 		s.HandoverTable = append(s.HandoverTable, r.HandoverStats...)
+		if cc := r.Congestion; cc != "" && !slices.Contains(s.SenderCongestion, cc) {
+			s.SenderCongestion = append(s.SenderCongestion, cc)
+		}
 		for _, c := range r.Cells {
 			if cells[c.ID] == nil {
 				cells[c.ID] = &CellSMax{ID: c.ID, Type: c.Type, BufferBytes: c.BufferBytes, SMaxBytes: map[string]int{}}
@@ -421,6 +428,8 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
 	fmt.Fprintf(&b, "- emulator: late %.2f %% (worst run), max late %.1f ms, overflow drops %d, reorder flushes %d, events dropped %d\n",
 		s.Emulator.LatePct, s.Emulator.MaxLateMs, s.Emulator.OverflowDrops, s.Emulator.ReorderFlushes, s.Emulator.EventsDropped)
+	fmt.Fprintf(&b, "- sender congestion control (iperf3): %s; seeds: %v; convergence: %.0f %% of the capacity, averaged over %s windows\n",
+		strings.Join(s.SenderCongestion, ", "), s.Seeds, s.ConvergenceFraction*100, strings.Join(s.ConvergenceWindowsS, " and "))
 	fmt.Fprintf(&b, "- command: `%s`\n\n", s.CommandLine)
 
 	base := baseline(s)
