@@ -504,7 +504,7 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 	if p.HasTS && p.Flags&FlagACK != 0 {
 		if d, ok := f.matchTSecr(now, p.TSecr); ok {
-			f.addRTT(d)
+			f.addRTT(now, d)
 			c.lastRTT = f.srtt
 		}
 	}
@@ -616,8 +616,8 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	// = λ·rwnd_k·RTT_min/RTT_k shrinks whenever RTT_k > λ·RTT_min, which
 	// a window of a few segments reaches by itself (the laptop's 40 ms
 	// delayed ACK on a lone segment), and one RTT interval with a gap in
-	// it (c_est low) starts the fall. On the bench the sender sat at two
-	// segments for seconds after mmWave → sub-6.
+	// it (c_est low) starts the fall. On the bench a sender once sat at
+	// two segments for the last 7 s of a run after mmWave → sub-6.
 	if c.stableCap > 0 {
 		rwnd = min(rwnd, r*rttMin.Seconds()+float64(c.stableCap))
 		rwnd = max(rwnd, float64(c.stableCap))

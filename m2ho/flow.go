@@ -51,6 +51,10 @@ type Flow struct {
 	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298)
 	rttMin time.Duration
 	rttN   uint32
+	// rttNext is the least sample since rttMinAt; each rttMinWindow it
+	// becomes rttMin (see addRTT).
+	rttNext  time.Duration
+	rttMinAt time.Time
 
 	// Eqn 2's last limit for this flow (bytes) and when it was set, in
 	// command episode eq2Episode: the limit rises at a bounded pace (see
@@ -104,17 +108,38 @@ func (f *Flow) matchTSecr(now time.Time, ecr uint32) (time.Duration, bool) {
 	return 0, false
 }
 
-func (f *Flow) addRTT(d time.Duration) {
+// rttMinWindow is the window of the RTT_min filter (BBR's min_rtt filter
+// is 10 s too): RTT_min is the least sample of the last one to two
+// windows, so a path that really got slower is followed, and a sample
+// that was too small ages out.
+const rttMinWindow = 10 * time.Second
+
+// rttImplausible: once the RTT is known (minRTTSamples), a sample under
+// this fraction of srtt is taken for a mismatch, not a measurement. On a
+// loaded phone the proxy can stall for a few hundred ms; the ACKs it then
+// reads are stamped late, and one matched against an echo seen just
+// after gives a round trip of a few ms on a 70 ms path. A real path does
+// not lose three quarters of its RTT from one sample to the next; if it
+// did, srtt (gain 1/8) comes down within a few samples and they pass.
+const rttImplausible = 4
+
+func (f *Flow) addRTT(now time.Time, d time.Duration) {
 	if d <= 0 {
 		d = time.Microsecond // a same-instant echo (virtual time): still a sample
 	}
+	if f.rttN >= minRTTSamples && d < f.srtt/rttImplausible {
+		return
+	}
 	if f.rttN == 0 {
-		f.srtt, f.rttMin = d, d
-	} else {
-		f.srtt += (d - f.srtt) / 8
-		if d < f.rttMin {
-			f.rttMin = d
-		}
+		f.srtt, f.rttMin, f.rttNext, f.rttMinAt = d, d, d, now
+		f.rttN++
+		return
+	}
+	f.srtt += (d - f.srtt) / 8
+	f.rttMin, f.rttNext = min(f.rttMin, d), min(f.rttNext, d)
+	if now.Sub(f.rttMinAt) >= rttMinWindow {
+		// RTT_min is the least sample of the last one to two windows.
+		f.rttMin, f.rttNext, f.rttMinAt = f.rttNext, d, now
 	}
 	f.rttN++
 }

@@ -282,3 +282,33 @@ func TestEqn2DwellLosesNothing(t *testing.T) {
 		t.Fatalf("delivered %d B, under 95 %% of the capacity %d B", delivered, rate*5)
 	}
 }
+
+// RTT_min (Eqn 2's RTT_min and the cap's pipe) is robust: a sample under
+// srtt/4 is a mismatch (a stalled proxy stamps ACKs late) and is not
+// taken; a sample that was too small ages out after one to two 10 s
+// windows, and a path that got slower is followed.
+func TestRTTMinFilter(t *testing.T) {
+	var f Flow
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	f.addRTT(at(0), ms(70))
+	f.addRTT(at(100), ms(72)) // srtt 70.25
+	f.addRTT(at(200), ms(8))  // under srtt/4: rejected
+	if s, m, n := f.RTT(); n != 2 || m != ms(70) || s != 70250*time.Microsecond {
+		t.Fatalf("srtt %v min %v n %d after an implausible sample", s, m, n)
+	}
+	f.addRTT(at(300), ms(20)) // 20 ≥ 70.25/4: a real (if odd) sample
+	if _, m, _ := f.RTT(); m != ms(20) {
+		t.Fatalf("min %v, want 20ms", m)
+	}
+	// The path is 70 ms again; the 20 ms sample is in the first window
+	// (from 0) and the next (from 10 s, its own window's min is 70).
+	f.addRTT(at(10_000), ms(70)) // window change: min = least of [0,10 s) = 20, next = 70
+	if _, m, _ := f.RTT(); m != ms(20) {
+		t.Fatalf("min %v at 10 s, want 20ms still", m)
+	}
+	f.addRTT(at(15_000), ms(71))
+	f.addRTT(at(20_000), ms(72)) // window change: min = least of [10 s, 20 s) = 70
+	if _, m, _ := f.RTT(); m != ms(70) {
+		t.Fatalf("min %v at 20 s, want 70ms (the 20 ms sample aged out)", m)
+	}
+}
