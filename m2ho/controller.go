@@ -402,7 +402,16 @@ func (c *Controller) nameServing(s signaling.Cell) {
 
 func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	c.nameServing(ev.Serving)
-	b, ended := c.burst.slot(now, ev.RBRatio, ev.Bytes, c.lastRTT)
+	// The burst's length and the delivery rate around it are physical
+	// times: the slot's own timestamp (the modem's, or the emulator's),
+	// not when the event reached the controller. A loaded phone reads
+	// the signalling socket in bunches, and slots 0.5 ms apart arriving
+	// together would make every burst last no time at all (ŝ_b = S).
+	ts := now
+	if !ev.Time.IsZero() {
+		ts = ev.Time
+	}
+	b, ended := c.burst.slot(ts, ev.RBRatio, ev.Bytes, c.lastRTT)
 	if !ended {
 		return
 	}

@@ -312,3 +312,25 @@ func TestRTTMinFilter(t *testing.T) {
 		t.Fatalf("min %v at 20 s, want 70ms (the 20 ms sample aged out)", m)
 	}
 }
+
+// The burst estimate runs on the slots' own times: slot events that reach
+// the controller in one bunch (a loaded phone reads the socket late) give
+// the same ŝ_max as when they arrive on time. Here the slots of
+// TestBurstsFeedDatabase all arrive at t = 100 ms: 4100 − 4100·2/12 =
+// 3416 (not S = 4100, what D = 0 would give).
+func TestBurstUsesSlotTimes(t *testing.T) {
+	db := NewSMaxDB("")
+	c := New(Config{SMaxDB: db})
+	c.lastRTT = 12 * time.Millisecond
+	A := cell(sub6, "A")
+	for _, s := range []struct {
+		ms    int
+		rb    float64
+		bytes int
+	}{{0, 0, 0}, {10, 0.95, 4000}, {11, 0.3, 100}, {12, 0, 0}} {
+		c.OnEvent(at(100), &signaling.Event{Time: at(s.ms), Kind: signaling.KindMACSlot, RBRatio: s.rb, Bytes: s.bytes, Serving: A})
+	}
+	if v, _ := db.Get(A); v != 3416 {
+		t.Fatalf("ŝ_max(A) %d, want 3416", v)
+	}
+}
