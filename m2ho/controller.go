@@ -411,7 +411,9 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	if !ev.Time.IsZero() {
 		ts = ev.Time
 	}
-	b, ended := c.burst.slot(ts, ev.RBRatio, ev.Bytes, c.lastRTT)
+	// RTTs under the floor are not believed (as in Eqn 2); without any
+	// RTT yet the floor stands in, the short window that errs low.
+	b, ended := c.burst.slot(ts, ev.RBRatio, ev.Bytes, max(c.lastRTT, c.cfg.RTTFloor))
 	if !ended {
 		return
 	}
