@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"sort"
+
+	"github.com/m2ho/m2ho/bench/emu"
 )
 
 // ConvergenceFraction is the share of the new cell's capacity the
@@ -26,6 +28,15 @@ type RunData struct {
 	// LaunchNs is the wall time (Unix ns) the bench started the iperf3
 	// client at; 0 if unknown.
 	LaunchNs int64
+	Seed     uint64 // the emulator's seed (0: not recorded)
+
+	Sysctls Sysctls
+	Kernel  map[string]int64 // the server's TcpExt counters at the run's end (KernelCounters)
+	SMax    map[string]int   // the proxy's final ŝ_max per cell ID
+	Cells   []emu.CellInfo   // the cells' configured (scaled) buffers
+	// Verdicts are the proxy's verdict counters over time (nil: not
+	// recorded).
+	Verdicts []VerdictSample
 }
 
 // Alignment places iperf3's intervals on the emulator's clock.
@@ -300,6 +311,17 @@ type RunResult struct {
 	// Problems make the run invalid (the emulator could not keep up, the
 	// alignment failed its checks...).
 	Problems []string
+
+	Seed uint64
+	// ConvergenceByWindow is the convergence per handover for each of
+	// ConvergenceWindows, keyed "0.1s", "1s".
+	ConvergenceByWindow map[string][]Convergence
+	HandoverStats       []HandoverStat
+	Sysctls             Sysctls
+	Kernel              map[string]int64
+	SMax                map[string]int
+	Cells               []emu.CellInfo
+	Congestion          string // the sender's congestion control, from iperf3
 }
 
 // Valid is true when nothing made the run invalid.
@@ -319,6 +341,12 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 	r.GoodputMbps = Goodput(r.Bins)
 	r.ByType = ByType(r.Bins, d.Handovers)
 	r.Convergence = Converge(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction)
+	r.Seed, r.Sysctls, r.Kernel, r.SMax, r.Cells, r.Congestion = d.Seed, d.Sysctls, d.Kernel, d.SMax, d.Cells, d.Sender.Congestion
+	r.ConvergenceByWindow = map[string][]Convergence{}
+	for _, n := range ConvergenceWindows {
+		r.ConvergenceByWindow[windowName(n)] = ConvergeWindow(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction, n)
+	}
+	r.HandoverStats = handoverStats(r, d)
 	for _, iv := range d.Sender.Intervals {
 		r.Retransmits += iv.Retransmits
 		if iv.RTTus > 0 {

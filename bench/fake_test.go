@@ -20,6 +20,8 @@ import json, os, socket, subprocess, sys, time
 cmd, args = sys.argv[1], sys.argv[2:]
 opt = {args[i]: args[i+1] for i in range(len(args)-1) if args[i].startswith("--")}
 if cmd == "run":
+    json.dump({"version": 1, "cells": [{"id": "n77-a", "type": "sub6", "smax_bytes": 5000}]}, open(opt["--smax-db"], "w"))
+    open(opt["--verdict-log"], "w").write("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n")
     s = socket.socket(socket.AF_UNIX); s.bind(opt["--socket"]); s.listen()
     time.sleep(600)
 if "--help" in args:
@@ -36,7 +38,7 @@ with open(out + "/capacity.tsv", "w") as f:
     for k in range(int(dur * 10)):
         f.write("%.1f\t%d\tc\tsub6\n" % (k / 10, 0 if k in (35, 70) else 100))
 with open(out + "/handovers.tsv", "w") as f:
-    f.write("report_s\tcommand_s\tra_s\tfrom\tto\ttype\n3.354\t3.5\t3.56\ta\tb\thorizontal\n6.854\t7.0\t7.06\tb\ta\thorizontal\n")
+    f.write("report_s\tcommand_s\tra_s\tfrom\tto\ttype\toverflow_drops\tflushed_holes\tflushed_early\n3.354\t3.5\t3.56\ta\tb\thorizontal\t7\t1\t4\n6.854\t7.0\t7.06\tb\ta\thorizontal\t0\t0\t0\n")
 with open(out + "/falsealarms.tsv", "w") as f:
     f.write("report_s\ta1_s\n")
 json.dump({"scenario": "fake", "scale": 1, "start_unix_ns": start, "duration_s": dur, "valid": True,
@@ -89,6 +91,39 @@ func TestRunWithFakes(t *testing.T) {
 		if v.NonConverged != 0 {
 			t.Logf("%s: %d handover(s) did not converge in the first bin (convergence %v s): the machine is busy", v.Name, v.NonConverged, v.ConvergenceS)
 		}
+	}
+	// Bench hygiene: the TCP settings of every namespace, the per-handover
+	// table with the emulator's counters, the buffers next to ŝ_max, the
+	// kernel's counters, the ratios.
+	for _, ns := range []string{"laptop", "phone", "emu", "server"} {
+		m := got.Sysctls[ns]
+		if m["net.ipv4.tcp_rmem"] != "4096 131072 67108864" || m["net.ipv4.tcp_wmem"] != "4096 16384 67108864" || m["net.ipv4.tcp_no_metrics_save"] != "1" || m["net.ipv4.tcp_congestion_control"] == "" {
+			t.Errorf("sysctls of %s: %v", ns, m)
+		}
+	}
+	if len(got.HandoverTable) != 4 {
+		t.Fatalf("handover table: %d rows, want 2 per variant", len(got.HandoverTable))
+	}
+	for _, h := range got.HandoverTable {
+		want := [2]int64{7, 1}
+		if h.Command > 5 {
+			want = [2]int64{0, 0}
+		}
+		if h.OverflowDrops != want[0] || h.FlushedHoles != want[1] || h.Actions == nil || h.Actions.Fired() != "-" ||
+			h.CwndBefore <= 0 || h.CwndAfter1s <= 0 || !h.Converged["0.1s"] || !h.Converged["1s"] {
+			t.Errorf("handover row %+v (actions %+v)", h, h.Actions)
+		}
+	}
+	if len(got.Cells) == 0 || got.Cells[0].ID != "n77-a" || got.Cells[0].BufferBytes != 2_000_000 || got.Cells[0].SMaxBytes["m2ho"] != 5000 {
+		t.Errorf("cells %+v", got.Cells)
+	}
+	for _, v := range got.Variants {
+		if _, ok := v.Kernel["TCPTimeouts"]; !ok || v.ConvergenceSMeanByWindow["1s"] <= 0 {
+			t.Errorf("%s: kernel counters %v, convergence by window %v", v.Name, v.Kernel, v.ConvergenceSMeanByWindow)
+		}
+	}
+	if len(got.Comparisons) != 3 || got.Comparisons[0].Metric != "goodput" || got.Comparisons[0].N != 1 || got.Comparisons[0].Ratio <= 0 {
+		t.Errorf("comparisons %+v", got.Comparisons)
 	}
 	if !strings.Contains(progress.String(), "run 2/2 m2ho") {
 		t.Errorf("progress lines: %q", progress.String())

@@ -42,6 +42,10 @@ type HandoverRow struct {
 	From, To            string
 	// Type is horizontal, sub6-to-mmwave or mmwave-to-sub6.
 	Type string
+	// The emulator's per-handover counters (absent in older files: -1):
+	// tail drops from this command to the next, packets missing at the
+	// flush and packets delivered past them.
+	OverflowDrops, FlushedHoles, FlushedEarly int64
 }
 
 // FalseAlarmRow is one row of falsealarms.tsv.
@@ -135,7 +139,16 @@ func ReadCapacity(r io.Reader, name string) ([]CapacityBin, error) {
 // command <= ra, a known type, and commands in time order.
 func ReadHandovers(r io.Reader, name string) ([]HandoverRow, error) {
 	var out []HandoverRow
-	err := tsv(r, name, []string{"report_s", "command_s", "ra_s", "from", "to", "type"}, func(line int, f []string) error {
+	// Two layouts: the six columns of older emulators, and the same with
+	// the per-handover counters.
+	br := bufio.NewReader(r)
+	head, _ := br.Peek(512)
+	header := []string{"report_s", "command_s", "ra_s", "from", "to", "type"}
+	counters := strings.HasPrefix(string(head), strings.Join(append(header, "overflow_drops"), "\t"))
+	if counters {
+		header = append(header, "overflow_drops", "flushed_holes", "flushed_early")
+	}
+	err := tsv(br, name, header, func(line int, f []string) error {
 		var v [3]float64
 		for i, col := range []string{"report_s", "command_s", "ra_s"} {
 			x, err := num(name, line, col, f[i])
@@ -157,7 +170,19 @@ func ReadHandovers(r io.Reader, name string) ([]HandoverRow, error) {
 		if n := len(out); n > 0 && v[1] < out[n-1].Command {
 			return fmt.Errorf("%s:%d: command_s %v before the previous row's %v", name, line, v[1], out[n-1].Command)
 		}
-		out = append(out, HandoverRow{Report: v[0], Command: v[1], RA: v[2], From: f[3], To: f[4], Type: f[5]})
+		h := HandoverRow{Report: v[0], Command: v[1], RA: v[2], From: f[3], To: f[4], Type: f[5], OverflowDrops: -1, FlushedHoles: -1, FlushedEarly: -1}
+		if counters {
+			var c [3]int64
+			for i, col := range header[6:] {
+				n, err := strconv.ParseInt(f[6+i], 10, 64)
+				if err != nil || n < 0 {
+					return fmt.Errorf("%s:%d: %s: %q is not a count", name, line, col, f[6+i])
+				}
+				c[i] = n
+			}
+			h.OverflowDrops, h.FlushedHoles, h.FlushedEarly = c[0], c[1], c[2]
+		}
+		out = append(out, h)
 		return nil
 	})
 	return out, err
@@ -219,6 +244,9 @@ type Iperf3Sender struct {
 	// resolution only, used as a coarse check of the alignment.
 	TimeSecs  int64
 	Intervals []SenderInterval
+	// Congestion is end.sender_tcp_congestion, the algorithm the kernel
+	// ran ("" when iperf3 did not say).
+	Congestion string
 }
 
 // ReadIperf3Sender parses iperf3 -J from the sending client. Intervals
@@ -232,6 +260,9 @@ func ReadIperf3Sender(b []byte, name string) (Iperf3Sender, error) {
 				TimeSecs int64 `json:"timesecs"`
 			} `json:"timestamp"`
 		} `json:"start"`
+		End struct {
+			SenderTCPCongestion string `json:"sender_tcp_congestion"`
+		} `json:"end"`
 		Intervals []struct {
 			Streams []struct {
 				Start       float64 `json:"start"`
@@ -252,6 +283,7 @@ func ReadIperf3Sender(b []byte, name string) (Iperf3Sender, error) {
 		return out, fmt.Errorf("%s: iperf3 reported: %s", name, *doc.Error)
 	}
 	out.TimeSecs = doc.Start.Timestamp.TimeSecs
+	out.Congestion = doc.End.SenderTCPCongestion
 	for i, iv := range doc.Intervals {
 		if len(iv.Streams) == 0 {
 			return out, fmt.Errorf("%s: intervals[%d].streams: empty", name, i)

@@ -80,9 +80,18 @@ func TestReadersNameTheLine(t *testing.T) {
 
 func TestReadersGood(t *testing.T) {
 	hos, err := ReadHandovers(strings.NewReader("report_s\tcommand_s\tra_s\tfrom\tto\ttype\r\n4.854\t5.000\t5.060\ta\tb\tsub6-to-mmwave\r\n\n"), "h")
-	want := []HandoverRow{{Report: 4.854, Command: 5, RA: 5.06, From: "a", To: "b", Type: "sub6-to-mmwave"}}
+	want := []HandoverRow{{Report: 4.854, Command: 5, RA: 5.06, From: "a", To: "b", Type: "sub6-to-mmwave", OverflowDrops: -1, FlushedHoles: -1, FlushedEarly: -1}}
 	if err != nil || !reflect.DeepEqual(hos, want) {
 		t.Errorf("handovers %+v %v, want %+v", hos, err, want)
+	}
+	// With the per-handover counters.
+	hos, err = ReadHandovers(strings.NewReader("report_s\tcommand_s\tra_s\tfrom\tto\ttype\toverflow_drops\tflushed_holes\tflushed_early\n4.854\t5.000\t5.060\ta\tb\tsub6-to-mmwave\t12\t3\t40\n"), "h")
+	want = []HandoverRow{{Report: 4.854, Command: 5, RA: 5.06, From: "a", To: "b", Type: "sub6-to-mmwave", OverflowDrops: 12, FlushedHoles: 3, FlushedEarly: 40}}
+	if err != nil || !reflect.DeepEqual(hos, want) {
+		t.Errorf("handovers with counters %+v %v, want %+v", hos, err, want)
+	}
+	if _, err = ReadHandovers(strings.NewReader("report_s\tcommand_s\tra_s\tfrom\tto\ttype\toverflow_drops\tflushed_holes\tflushed_early\n4.854\t5.000\t5.060\ta\tb\thorizontal\t-1\t3\t40\n"), "h"); err == nil || !strings.Contains(err.Error(), "h:2: overflow_drops") {
+		t.Errorf("negative count: %v", err)
 	}
 	s, err := ReadIperf3Sender([]byte(`{"start":{"timestamp":{"timesecs":17}},"intervals":[{"streams":[{"start":0,"end":0.1,"bytes":5,"retransmits":2,"rtt":70123,"snd_cwnd":9,"sender":true}]}]}`), "i")
 	if err != nil || s.TimeSecs != 17 || len(s.Intervals) != 1 || s.Intervals[0] != (SenderInterval{End: 0.1, Bytes: 5, Retransmits: 2, RTTus: 70123, CwndBytes: 9}) {

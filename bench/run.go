@@ -43,8 +43,13 @@ type Config struct {
 	Duration  time.Duration
 	EmuMargin time.Duration // 0 = 3s
 	Repeat    int           // runs per variant; 0 = 1
-	Variants  []Variant
-	OutDir    string
+	// Seeds, when given, are the emulator seeds of the repetitions (one
+	// run per variant each, Repeat = len(Seeds)); otherwise repetition i
+	// uses seed+i, so every repetition is a distinct schedule and the
+	// variants of one repetition share it (the pairing of Statistics).
+	Seeds    []uint64
+	Variants []Variant
+	OutDir   string
 	// Binary is the m2ho executable run in the namespaces; "" = this
 	// process's own executable.
 	Binary  string
@@ -125,6 +130,9 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if cfg.Scale == 0 {
 		cfg.Scale = 1
 	}
+	if len(cfg.Seeds) > 0 {
+		cfg.Repeat = len(cfg.Seeds)
+	}
 	if cfg.Repeat <= 0 {
 		cfg.Repeat = 1
 	}
@@ -177,15 +185,6 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	defer os.RemoveAll(sockDir)
 
-	chain, err := netns.NewChain("m2hob", true)
-	if err != nil {
-		return Summary{}, fmt.Errorf("bench: namespaces: %w", err)
-	}
-	defer func() {
-		if cerr := chain.Close(); cerr != nil {
-			cfg.Log.Warn("removing namespaces", zap.Error(cerr))
-		}
-	}()
 	cfg.Log.Info("bench", zap.String("scenario", sc.Name), zap.Float64("scale", cfg.Scale),
 		zap.Int("scheduled_handovers", len(sc.Config.Schedule.Handovers)), zap.Int("seconds", secs),
 		zap.Int("repeat", cfg.Repeat), zap.String("out", cfg.OutDir))
@@ -193,13 +192,20 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	total := cfg.Repeat * len(cfg.Variants)
 	var results []RunResult
 	n := 0
+	seeds := make([]uint64, cfg.Repeat)
+	for i := range seeds {
+		seeds[i] = seed + uint64(i)
+		if len(cfg.Seeds) > 0 {
+			seeds[i] = cfg.Seeds[i]
+		}
+	}
 	for i := range cfg.Repeat {
 		for _, v := range cfg.Variants {
 			n++
 			rd := filepath.Join(cfg.OutDir, "runs", fmt.Sprintf("%s-%d", v.Name, i+1))
-			r := runner{cfg: cfg, chain: chain, v: v, index: i, dir: rd, secs: secs, seed: seed,
+			r := runner{cfg: cfg, sc: sc, v: v, index: i, dir: rd, secs: secs, seed: seeds[i],
 				sock: filepath.Join(sockDir, fmt.Sprintf("s%d.sock", n)), label: fmt.Sprintf("run %d/%d %s", n, total, v.Name)}
-			if err := r.run(ctx); err != nil {
+			if err := r.runFresh(ctx); err != nil {
 				return Summary{}, fmt.Errorf("%s: %w (files in %s)", r.label, err, rd)
 			}
 			d, err := LoadRun(rd)
@@ -216,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			results = append(results, res)
 		}
 	}
-	m := Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: seed, DurationS: float64(secs), Repeat: cfg.Repeat,
+	m := Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: seed, Seeds: seeds, DurationS: float64(secs), Repeat: cfg.Repeat,
 		CommandLine: cfg.CommandLine, Variants: cfg.Variants}
 	s := Summarize(results, m)
 	s.Calibration = Calibrate(CalibrationRuns(cfg.OutDir, results), MeasuredReference(dataDirOr(cfg.DataDir)))
@@ -256,6 +262,7 @@ const (
 type runMeta struct {
 	Variant  string   `json:"variant"`
 	Index    int      `json:"index"`
+	Seed     uint64   `json:"seed"`
 	Args     []string `json:"args"`
 	LaunchNs int64    `json:"launch_ns"`
 }
@@ -272,7 +279,31 @@ func LoadRun(dir string) (RunData, error) {
 	if err := json.Unmarshal(b, &meta); err != nil {
 		return d, fmt.Errorf("%s: %w", filepath.Join(dir, runMetaFile), err)
 	}
-	d.Variant, d.Index, d.LaunchNs = meta.Variant, meta.Index, meta.LaunchNs
+	d.Variant, d.Index, d.LaunchNs, d.Seed = meta.Variant, meta.Index, meta.LaunchNs, meta.Seed
+	// The hygiene's files; runs made before them have none.
+	if err := readJSONFile(dir, sysctlFile, &d.Sysctls); err != nil && !os.IsNotExist(err) {
+		return d, err
+	}
+	if err := readJSONFile(dir, cellsFile, &d.Cells); err != nil && !os.IsNotExist(err) {
+		return d, err
+	}
+	if fh, err := os.Open(filepath.Join(dir, netstatFile)); err == nil {
+		d.Kernel, err = ParseNetstat(fh, filepath.Join(dir, netstatFile), KernelCounters)
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
+	}
+	if d.SMax, err = readSMaxDB(filepath.Join(dir, smaxDBFile)); err != nil {
+		return d, err
+	}
+	if fh, err := os.Open(filepath.Join(dir, verdictFile)); err == nil {
+		d.Verdicts, err = ReadVerdictLog(fh, filepath.Join(dir, verdictFile))
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
+	}
 	ed := filepath.Join(dir, emuSubdir)
 	p := filepath.Join(ed, "emulator.json")
 	if b, err = os.ReadFile(p); err != nil {
@@ -345,6 +376,7 @@ func Reanalyze(dir string, m Meta) (Summary, error) {
 // runner makes one run.
 type runner struct {
 	cfg   Config
+	sc    *emu.Scenario
 	chain *netns.Chain
 	v     Variant
 	index int
@@ -451,6 +483,59 @@ func waitExit(ctx context.Context, c *child, timeout time.Duration) error {
 	}
 }
 
+// runFresh makes the run in a chain of its own, so nothing of the kernel's
+// state (the TCP metrics cache, counters) carries from one run to the
+// next, with TCPSysctls set and recorded in every namespace; after the
+// run it keeps the server's TCP counters (the sender's recovery) and the
+// cells' buffers.
+func (r *runner) runFresh(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Join(r.dir, emuSubdir), 0o755); err != nil {
+		return err
+	}
+	chain, err := netns.NewChain("m2hob", true)
+	if err != nil {
+		return fmt.Errorf("namespaces: %w", err)
+	}
+	defer func() {
+		if cerr := chain.Close(); cerr != nil {
+			r.cfg.Log.Warn("removing namespaces", zap.Error(cerr))
+		}
+	}()
+	r.chain = chain
+	sys, err := configureTCP(chain)
+	if err != nil {
+		return err
+	}
+	if err := writeJSONFile(r.dir, sysctlFile, sys); err != nil {
+		return err
+	}
+	if r.sc != nil {
+		// The scenario as the emulator will build it (emulate scales it
+		// the same way), for the cells' buffers.
+		if m, err := emu.New(r.sc.Scaled(r.cfg.Scale).Config, time.Unix(0, 0), r.seed); err == nil {
+			if err := writeJSONFile(r.dir, cellsFile, m.Cells()); err != nil {
+				return err
+			}
+		}
+	}
+	if err := r.run(ctx); err != nil {
+		return err
+	}
+	out, err := chain.Exec(netns.Server, "cat", "/proc/net/netstat").Output()
+	if err != nil {
+		return fmt.Errorf("server /proc/net/netstat: %w", err)
+	}
+	return os.WriteFile(filepath.Join(r.dir, netstatFile), out, 0o644)
+}
+
+func writeJSONFile(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, name), append(b, '\n'), 0o644)
+}
+
 func (r *runner) run(ctx context.Context) (err error) {
 	defer func() {
 		// Reverse order: the load first, the proxy last, so nothing is
@@ -467,7 +552,8 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	// 1. The proxy on the phone; ready when its signalling socket exists.
 	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
-		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", ""}, r.v.Args...)
+		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile),
+		"--verdict-log", filepath.Join(r.dir, verdictFile)}, r.v.Args...)
 	proxyLog := filepath.Join(r.dir, proxyLogFile)
 	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
 	if err != nil {
@@ -554,7 +640,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 
 	// 4. The sender in the server namespace: the download.
 	launch := time.Now()
-	meta := runMeta{Variant: r.v.Name, Index: r.index, Args: r.v.Args, LaunchNs: launch.UnixNano()}
+	meta := runMeta{Variant: r.v.Name, Index: r.index, Seed: r.seed, Args: r.v.Args, LaunchNs: launch.UnixNano()}
 	mb, _ := json.MarshalIndent(meta, "", "  ")
 	if err := os.WriteFile(filepath.Join(r.dir, runMetaFile), mb, 0o644); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -31,6 +32,20 @@ type Summary struct {
 	AlignmentLagP50Ms float64 `json:"alignment_lag_p50_ms"`
 	// Calibration is the baseline against the measurements (calibration.go).
 	Calibration *Calibration `json:"calibration,omitempty"`
+
+	Seeds []uint64 `json:"seeds"`
+	// Sysctls are the TCP settings of every namespace (first run; a run
+	// that differs is a Problem).
+	Sysctls Sysctls `json:"sysctls,omitempty"`
+	// SenderCongestion lists the congestion control iperf3 reported for
+	// the sender (end.sender_tcp_congestion), each value once.
+	SenderCongestion []string `json:"sender_congestion"`
+	// ConvergenceFraction and the windows state the convergence metric.
+	ConvergenceFraction float64        `json:"convergence_fraction"`
+	ConvergenceWindowsS []string       `json:"convergence_windows"`
+	Comparisons         []Comparison   `json:"comparisons"`
+	Cells               []CellSMax     `json:"cells,omitempty"`
+	HandoverTable       []HandoverStat `json:"handover_table"`
 }
 
 // VariantSummary is one variant's numbers over all its runs.
@@ -61,6 +76,13 @@ type VariantSummary struct {
 	OverflowDrops  int64 `json:"overflow_drops"`
 	ReorderFlushes int64 `json:"reorder_flushes"`
 	Valid          bool  `json:"valid"`
+
+	// ConvergenceSMeanByWindow is ConvergenceSMean for each averaging
+	// window ("0.1s" is ConvergenceSMean itself).
+	ConvergenceSMeanByWindow map[string]float64 `json:"convergence_s_mean_by_window"`
+	// Kernel sums the server's TcpExt recovery counters over the runs
+	// (each run has a fresh namespace, so its counters are its own).
+	Kernel map[string]int64 `json:"kernel_counters"`
 }
 
 // EmulatorBlock is the emulator's health over all runs: the worst
@@ -80,6 +102,7 @@ type Meta struct {
 	Scenario    string
 	Scale       float64
 	Seed        uint64
+	Seeds       []uint64 // per repetition (nil: all Seed)
 	DurationS   float64
 	Repeat      int
 	CommandLine string
@@ -98,7 +121,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		for _, p := range r.Problems {
 			s.Problems = append(s.Problems, fmt.Sprintf("%s run %d: %s", r.Variant, r.Index+1, p))
 		}
-		if hoSeen >= 0 && len(r.Handovers) != hoSeen {
+		if hoSeen >= 0 && len(r.Handovers) != hoSeen && sameSeedAsFirst(runs, r) {
 			s.Problems = append(s.Problems, fmt.Sprintf("%s run %d: %d handovers, other runs %d", r.Variant, r.Index+1, len(r.Handovers), hoSeen))
 		}
 		if hoSeen < 0 {
@@ -114,9 +137,52 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		s.AlignmentLagP50Ms = math.Max(s.AlignmentLagP50Ms, r.Align.LagP50S*1000)
 	}
 	s.Handovers = max(hoSeen, 0)
+	s.Seeds = m.Seeds
+	s.ConvergenceFraction = ConvergenceFraction
+	for _, n := range ConvergenceWindows {
+		s.ConvergenceWindowsS = append(s.ConvergenceWindowsS, windowName(n))
+	}
+	cells := map[string]*CellSMax{}
+	var cellOrder []string
+	for _, r := range runs {
+		if s.Sysctls == nil && r.Sysctls != nil {
+			s.Sysctls = r.Sysctls
+		} else if r.Sysctls != nil && fmt.Sprint(r.Sysctls) != fmt.Sprint(s.Sysctls) {
+			s.Problems = append(s.Problems, fmt.Sprintf("%s run %d: sysctls differ from the first run's", r.Variant, r.Index+1))
+		}
+		s.HandoverTable = append(s.HandoverTable, r.HandoverStats...)
+		if cc := r.Congestion; cc != "" && !slices.Contains(s.SenderCongestion, cc) {
+			s.SenderCongestion = append(s.SenderCongestion, cc)
+		}
+		for _, c := range r.Cells {
+			if cells[c.ID] == nil {
+				cells[c.ID] = &CellSMax{ID: c.ID, Type: c.Type, BufferBytes: c.BufferBytes, SMaxBytes: map[string]int{}}
+				cellOrder = append(cellOrder, c.ID)
+			}
+		}
+		for id, v := range r.SMax {
+			c := cells[id]
+			if c == nil {
+				c = &CellSMax{ID: id, SMaxBytes: map[string]int{}}
+				cells[id] = c
+				cellOrder = append(cellOrder, id)
+			}
+			c.SMaxBytes[r.Variant] = max(c.SMaxBytes[r.Variant], v)
+		}
+	}
+	for _, id := range cellOrder {
+		c := cells[id]
+		for _, v := range m.Variants {
+			if c.BufferBytes > 0 && int64(c.SMaxBytes[v.Name]) > c.BufferBytes {
+				c.Exceeds = append(c.Exceeds, v.Name)
+			}
+		}
+		s.Cells = append(s.Cells, *c)
+	}
 	for _, v := range m.Variants {
 		vs := VariantSummary{Name: v.Name, Args: v.Args, GoodputMbpsByType: map[string]float64{}, Valid: true,
-			GoodputMbpsRuns: []float64{}, ConvergenceS: []float64{}}
+			GoodputMbpsRuns: []float64{}, ConvergenceS: []float64{}, ConvergenceSMeanByWindow: map[string]float64{}, Kernel: map[string]int64{}}
+		byWin := map[string][]float64{}
 		var all []Bin
 		byType := map[string]TypeTally{}
 		var rtts []float64
@@ -143,6 +209,16 @@ func Summarize(runs []RunResult, m Meta) Summary {
 					vs.NonConverged++
 				}
 			}
+			for w, cs := range r.ConvergenceByWindow {
+				for _, c := range cs {
+					if c.Analyzed {
+						byWin[w] = append(byWin[w], c.Seconds)
+					}
+				}
+			}
+			for k, x := range r.Kernel {
+				vs.Kernel[k] += x
+			}
 			vs.Retransmits += r.Retransmits
 			rtts = append(rtts, r.RTTms...)
 			vs.DupAcks += r.Emu.DupAcksUp
@@ -152,6 +228,9 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		vs.GoodputMbps = Goodput(all)
 		for k, t := range byType {
 			vs.GoodputMbpsByType[k] = t.Mbps()
+		}
+		for w, xs := range byWin {
+			vs.ConvergenceSMeanByWindow[w] = zeroNaN(Mean(xs))
 		}
 		vs.ConvergenceN = len(vs.ConvergenceS)
 		vs.ConvergenceSMean = zeroNaN(Mean(vs.ConvergenceS))
@@ -168,8 +247,70 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		s.Valid = s.Valid && vs.Valid
 		s.Variants = append(s.Variants, vs)
 	}
+	s.Comparisons = compare(runs, m, s)
 	s.Valid = s.Valid && len(s.Problems) == 0 && len(runs) > 0
 	return s
+}
+
+// compare pairs each variant's runs with the baseline's of the same
+// repetition (the same seed) for the goodput and convergence ratios.
+func compare(runs []RunResult, m Meta, s Summary) []Comparison {
+	if len(s.Variants) < 2 {
+		return nil
+	}
+	base := s.Variants[baseline(s)].Name
+	byRep := map[string]map[int]RunResult{}
+	for _, r := range runs {
+		if byRep[r.Variant] == nil {
+			byRep[r.Variant] = map[int]RunResult{}
+		}
+		byRep[r.Variant][r.Index] = r
+	}
+	meanConv := func(r RunResult, w string) float64 {
+		var xs []float64
+		for _, c := range r.ConvergenceByWindow[w] {
+			if c.Analyzed {
+				xs = append(xs, c.Seconds)
+			}
+		}
+		return zeroNaN(Mean(xs))
+	}
+	var out []Comparison
+	for _, v := range s.Variants {
+		if v.Name == base {
+			continue
+		}
+		metrics := []string{"goodput"}
+		for _, w := range s.ConvergenceWindowsS {
+			metrics = append(metrics, "convergence_"+w)
+		}
+		for _, metric := range metrics {
+			var xv, xb []float64
+			for i := range m.Repeat {
+				rv, ok1 := byRep[v.Name][i]
+				rb, ok2 := byRep[base][i]
+				if !ok1 || !ok2 {
+					continue
+				}
+				if metric == "goodput" {
+					xv, xb = append(xv, rv.GoodputMbps), append(xb, rb.GoodputMbps)
+				} else {
+					w := strings.TrimPrefix(metric, "convergence_")
+					xv, xb = append(xv, meanConv(rv, w)), append(xb, meanConv(rb, w))
+				}
+			}
+			ratio, lo, hi, per := PairedRatio(xv, xb)
+			out = append(out, Comparison{Variant: v.Name, Baseline: base, Metric: metric, N: len(per),
+				Ratio: ratio, CILow: lo, CIHigh: hi, PerSeed: per, Method: pairedMethod})
+		}
+	}
+	return out
+}
+
+// sameSeedAsFirst: r's schedule should match the first run's (the same
+// seed, or seeds not recorded).
+func sameSeedAsFirst(runs []RunResult, r RunResult) bool {
+	return len(runs) == 0 || runs[0].Seed == r.Seed
 }
 
 func zeroNaN(x float64) float64 {
@@ -213,6 +354,7 @@ func mdRows(s Summary) []mdRow {
 	rows = append(rows,
 		mdRow{"convergence mean (s)", mdSecDec, func(v VariantSummary) float64 { return v.ConvergenceSMean }},
 		mdRow{"convergence p50 (s)", mdSecDec, func(v VariantSummary) float64 { return v.ConvergenceSP50 }},
+		mdRow{"convergence mean, 1 s window (s)", mdSecDec, func(v VariantSummary) float64 { return v.ConvergenceSMeanByWindow["1s"] }},
 		mdRow{"handovers analyzed", 0, func(v VariantSummary) float64 { return float64(v.ConvergenceN) }},
 		mdRow{"not converged", 0, func(v VariantSummary) float64 { return float64(v.NonConverged) }},
 		mdRow{"retransmits (total)", 0, func(v VariantSummary) float64 { return float64(v.Retransmits) }},
@@ -221,6 +363,9 @@ func mdRows(s Summary) []mdRow {
 		mdRow{"RTT p95 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP95 }},
 		mdRow{"runs", 0, func(v VariantSummary) float64 { return float64(v.Runs) }},
 	)
+	for _, k := range KernelCounters {
+		rows = append(rows, mdRow{"server " + k + " (total)", 0, func(v VariantSummary) float64 { return float64(v.Kernel[k]) }})
+	}
 	return rows
 }
 
@@ -286,6 +431,8 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
 	fmt.Fprintf(&b, "- emulator: late %.2f %% (worst run), max late %.1f ms, overflow drops %d, reorder flushes %d, events dropped %d\n",
 		s.Emulator.LatePct, s.Emulator.MaxLateMs, s.Emulator.OverflowDrops, s.Emulator.ReorderFlushes, s.Emulator.EventsDropped)
+	fmt.Fprintf(&b, "- sender congestion control (iperf3): %s; seeds: %v; convergence: %.0f %% of the capacity, averaged over %s windows\n",
+		strings.Join(s.SenderCongestion, ", "), s.Seeds, s.ConvergenceFraction*100, strings.Join(s.ConvergenceWindowsS, " and "))
 	fmt.Fprintf(&b, "- command: `%s`\n\n", s.CommandLine)
 
 	base := baseline(s)
@@ -329,8 +476,79 @@ handover that does not get there before the next command counts with its
 dwell and as "not converged". RTT is the sender's smoothed RTT per 0.1 s
 interval. Plots: throughput.png, convergence_cdf.png, goodput_by_type.png.
 `)
+	s.writeMarkdownDetails(&b)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
 	return WriteCalibrationMarkdown(w, s.Calibration)
+}
+
+func (s Summary) writeMarkdownDetails(b *strings.Builder) {
+	if len(s.Comparisons) > 0 {
+		b.WriteString("\n## Ratios against the baseline (95 % CI)\n\n")
+		b.WriteString("Paired by seed (the variants of one repetition share its schedule): a t interval on the per-seed log-ratios, exponentiated; convergence is the mean over a run's analyzed handovers, and a ratio under 1 is faster.\n\n")
+		b.WriteString("| variant | metric | seeds | ratio | 95 % CI |\n|---|---|---:|---:|---|\n")
+		for _, c := range s.Comparisons {
+			ci := "-"
+			if c.N >= 2 {
+				ci = fmt.Sprintf("[%.3f, %.3f]", c.CILow, c.CIHigh)
+			}
+			fmt.Fprintf(b, "| %s vs %s | %s | %d | %.3f | %s |\n", c.Variant, c.Baseline, c.Metric, c.N, c.Ratio, ci)
+		}
+	}
+	if len(s.Cells) > 0 {
+		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\n| cell | type | buffer (B) |")
+		var names []string
+		for _, v := range s.Variants {
+			names = append(names, v.Name)
+			fmt.Fprintf(b, " ŝ_max %s (B) |", v.Name)
+		}
+		b.WriteString("\n|---|---|---:|" + strings.Repeat("---:|", len(names)) + "\n")
+		for _, c := range s.Cells {
+			fmt.Fprintf(b, "| %s | %s | %d |", c.ID, c.Type, c.BufferBytes)
+			for _, n := range names {
+				fmt.Fprintf(b, " %d |", c.SMaxBytes[n])
+			}
+			b.WriteString("\n")
+		}
+	}
+	if len(s.HandoverTable) > 0 {
+		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts; the kernel's undo counters are per run (table above).\n\n")
+		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+		conv := func(h HandoverStat, w string) string {
+			x, ok := h.ConvergenceS[w]
+			if !ok {
+				return "-"
+			}
+			star := ""
+			if !h.Converged[w] {
+				star = "*"
+			}
+			return fmt.Sprintf("%.2f%s", x, star)
+		}
+		for _, h := range s.HandoverTable {
+			act := "not logged"
+			if a := h.Actions; a != nil {
+				act = fmt.Sprintf("%s (%d/%d/%d)", a.Fired(), a.Clamp, a.Suppressions, a.Eqn2)
+			}
+			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
+				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"))
+		}
+	}
+	if len(s.Sysctls) > 0 {
+		b.WriteString("\n## TCP settings per namespace\n\n")
+		var nss []string
+		for n := range s.Sysctls {
+			nss = append(nss, n)
+		}
+		sort.Strings(nss)
+		for _, n := range nss {
+			var kv []string
+			for k, v := range s.Sysctls[n] {
+				kv = append(kv, k+"="+v)
+			}
+			sort.Strings(kv)
+			fmt.Fprintf(b, "- %s: %s\n", n, strings.Join(kv, ", "))
+		}
+	}
 }

@@ -42,8 +42,8 @@ func TestBurstDetector(t *testing.T) {
 			var d burstDetector
 			var got []int
 			for _, s := range tc.slots {
-				if sb, ok := d.slot(t0.Add(usDur(s.us)), s.rb, s.bytes); ok {
-					got = append(got, sb)
+				if sb, ok := d.slot(t0.Add(usDur(s.us)), s.rb, s.bytes, 0); ok {
+					got = append(got, int(sb.bytes))
 				}
 			}
 			if len(got) != len(tc.want) {

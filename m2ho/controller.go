@@ -13,10 +13,14 @@
 //     success (any reason) enters Smoothing; without one within
 //     ExecutionBound (default 1 s, the usual T304) the controller returns
 //     to Stable.
-//   - Smoothing never rewrites windows; it drops uplink pure ACKs of flows
-//     that had downlink data at the command, until the flow acknowledges
-//     all of it (rule a, per flow), the first burst in the target cell ends
-//     or SmoothingBound passes (rules b, c, for all flows).
+//   - Smoothing keeps Preparation's clamp (random access does not lift
+//     it) and drops uplink pure ACKs of flows that had downlink data at
+//     the command, until the flow acknowledges all of it (rule a, per
+//     flow), the first burst in the target cell ends or SmoothingBound
+//     passes (rules b, c, for all flows); the clamp ends with Smoothing.
+//   - Eqn 2's rwnd is kept between the serving cell's ŝ_max and one
+//     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max/2 per
+//     RTT (see stableRwnd).
 //   - c_est is one estimate for the phone (the cell's delivery rate, reset
 //     when random access to a new cell succeeds); Eqn 2's rwnd and the
 //     Preparation budget ŝ_max are both shared equally by active flows.
@@ -169,7 +173,9 @@ type Controller struct {
 	// into mmWave (§4.5): it keeps the window the server built on mmWave
 	// by limiting the rate with rwnd rather than letting the sub-6 buffer
 	// overflow, and lets go on the way back. stableCap is the target's
-	// ŝ_max, the clamp until c_est has its first sample in the new cell.
+	// ŝ_max, the clamp until c_est has its first sample in the new cell,
+	// and then the queue Eqn 2's rwnd may build (stableRwnd); it follows
+	// the serving cell's estimate as bursts there raise it.
 	eqn2Armed bool
 	stableCap int
 }
@@ -397,14 +403,26 @@ func (c *Controller) nameServing(s signaling.Cell) {
 
 func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	c.nameServing(ev.Serving)
-	sb, ended := c.burst.slot(now, ev.RBRatio, ev.Bytes)
+	// The burst's length and the delivery rate around it are physical
+	// times: the slot's own timestamp (the modem's, or the emulator's),
+	// not when the event reached the controller. A loaded phone reads
+	// the signalling socket in bunches, and slots 0.5 ms apart arriving
+	// together would make every burst last no time at all (ŝ_b = S).
+	ts := now
+	if !ev.Time.IsZero() {
+		ts = ev.Time
+	}
+	// RTTs under the floor are not believed (as in Eqn 2); without any
+	// RTT yet the floor stands in, the short window that errs low.
+	b, ended := c.burst.slot(ts, ev.RBRatio, ev.Bytes, max(c.lastRTT, c.cfg.RTTFloor))
 	if !ended {
 		return
 	}
+	sb := b.backlog(c.est.Rate())
 	// mmWave beams are not shared, so a "burst" there is not a drained
 	// queue (§4.3): never record it.
-	if c.serving.Type != signaling.CellMmWave {
-		c.cfg.SMaxDB.Observe(c.serving, sb)
+	if c.serving.Type != signaling.CellMmWave && c.cfg.SMaxDB.Observe(c.serving, sb) && c.eqn2Armed {
+		c.stableCap, _ = c.cfg.SMaxDB.Lookup(c.serving)
 	}
 	if c.state == Smoothing {
 		c.setState(now, Stable, "first burst in the target cell ended")
@@ -498,7 +516,7 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 	if p.HasTS && p.Flags&FlagACK != 0 {
 		if d, ok := f.matchTSecr(now, p.TSecr); ok {
-			f.addRTT(d)
+			f.addRTT(now, d)
 			c.lastRTT = f.srtt
 		}
 	}
@@ -538,19 +556,22 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 	case Smoothing:
 		// §4.4: hold back duplicate ACKs until this flow acknowledged
 		// everything it had received before the command.
-		if f.released {
-			return Verdict{}
+		if !f.released {
+			if p.Flags&FlagACK != 0 && !packet.SeqLess(p.Ack, f.snap) {
+				f.released = true
+			} else if p.IsPureACK() {
+				return Verdict{Action: Drop, Reason: ReasonSmoothing}
+			}
 		}
-		if p.Flags&FlagACK != 0 && !packet.SeqLess(p.Ack, f.snap) {
-			f.released = true
-			return Verdict{}
-		}
-		if p.IsPureACK() {
-			return Verdict{Action: Drop, Reason: ReasonSmoothing}
-		}
-		return Verdict{}
+		// §4.3's clamp holds until Smoothing ends: random access says the
+		// target serves again, not that its buffer has room. Until the
+		// first burst there drains what was forwarded to it (release rule
+		// b), the backlog is still in the target's buffer, and a full
+		// window let through now (the laptop's own, MBs on mmWave) would
+		// arrive on top of it and overflow it (Finding 3).
+		return clampWindow(p, c.sMax/c.shareOf(f), ReasonPreparation)
 	}
-	return c.stableRwnd(f, p)
+	return c.stableRwnd(now, f, p)
 }
 
 // stableRwnd is Eqn 2 (§4.5): rwnd = λ·c_est·RTT_min/RTT, with c_est the
@@ -560,25 +581,65 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 // (rwnd can limit a sender, never speed it up), and only once the flow has
 // minRTTSamples RTT samples and the estimator a complete interval (≥ 1
 // RTT of data); flows without timestamps are never touched.
-func (c *Controller) stableRwnd(f *Flow, p *Packet) Verdict {
+func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	if !c.stableRate || !c.eqn2Armed {
 		return Verdict{}
 	}
+	share := float64(c.shareOf(f))
+	if f.eq2Episode != c.episode || f.eq2At.IsZero() {
+		f.eq2Episode, f.eq2At, f.eq2Last = c.episode, now, float64(c.stableCap)/share
+	}
 	r := c.est.Rate()
-	if !(r > 0) {
+	if !(r > 0) || f.rttN < minRTTSamples || f.srtt <= 0 {
 		// Just arrived on sub-6 with a window sized for mmWave: until
-		// the new cell's rate is known, hold the flows to its buffer.
+		// the new cell's rate and the flow's RTT are known, hold the
+		// flows to its buffer (letting the window go would send the
+		// mmWave-sized cwnd into the sub-6 buffer at once).
 		if c.stableCap > 0 {
+			f.eq2Last, f.eq2At = float64(c.stableCap)/share, now
 			return clampWindow(p, c.stableCap/c.shareOf(f), ReasonStableRate)
 		}
 		return Verdict{}
 	}
-	if f.rttN < minRTTSamples || f.srtt <= 0 {
-		return Verdict{}
-	}
 	cEst := r * f.srtt.Seconds()
 	rttMin, rtt := max(f.rttMin, c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
-	rwnd := c.cfg.Lambda * cEst * rttMin.Seconds() / rtt.Seconds() / float64(c.shareOf(f))
+	rwnd := c.cfg.Lambda * cEst * rttMin.Seconds() / rtt.Seconds()
+	// The cap: bytes in flight are the pipe (rate·RTT_min, nothing
+	// queued) plus the standing queue at the bottleneck, the serving
+	// cell's buffer. Eqn 2 alone allows λ·rate·RTT_min, i.e. a standing
+	// queue of (λ−1) BDPs: on sub-6 with a buffer of ~1 BDP that is an
+	// overflow, and Linux CUBIC does not grow cwnd while rwnd-limited
+	// (tcp_is_cwnd_limited), so every such loss lowers the carried
+	// mmWave window for good, defeating §4.5's purpose. rate·RTT_min +
+	// ŝ_max keeps the queue at or under ŝ_max ≤ s_max, so no overflow;
+	// it still probes: while the queue is empty (RTT = RTT_min) the
+	// window exceeds the pipe by ŝ_max, so a faster cell's rate shows
+	// within an RTT, and λ still governs below the cap.
+	//
+	// The pace: a window that opens by Δ lets the server send Δ at line
+	// rate at once, into the queue, whatever the link's utilisation. So
+	// the limit rises by at most ŝ_max/2 per smoothed RTT (spread over
+	// the RTT's ACKs), and a step never queues more than the buffer
+	// holds; from the clamp to the cap (one BDP more) takes a few RTTs.
+	//
+	// The floor: ŝ_max itself. In flight ≤ ŝ_max ≤ s_max can never
+	// overflow the buffer (§4.3's own argument for the clamp), so going
+	// lower buys nothing, and Eqn 2 has no way back from low: rwnd_{k+1}
+	// = λ·rwnd_k·RTT_min/RTT_k shrinks whenever RTT_k > λ·RTT_min, which
+	// a window of a few segments reaches by itself (the laptop's 40 ms
+	// delayed ACK on a lone segment), and one RTT interval with a gap in
+	// it (c_est low) starts the fall. On the bench a sender once sat at
+	// two segments for the last 7 s of a run after mmWave → sub-6.
+	if c.stableCap > 0 {
+		rwnd = min(rwnd, r*rttMin.Seconds()+float64(c.stableCap))
+		rwnd = max(rwnd, float64(c.stableCap))
+	}
+	rwnd /= share
+	if c.stableCap > 0 {
+		grow := float64(c.stableCap) / 2 / share * float64(now.Sub(f.eq2At)) / float64(rtt)
+		rwnd = min(rwnd, f.eq2Last+grow)
+		f.eq2Last, f.eq2At = rwnd, now
+	}
 	if !(rwnd < math.MaxInt32) {
 		return Verdict{}
 	}

@@ -279,16 +279,18 @@ func TestSmoothingReleaseBySeq(t *testing.T) {
 	}{
 		{"dup ACK", f, upACK(1500, 65535, 7), drop},
 		{"dup ACK again", f, upACK(1500, 65535, 7), drop},
+		// ŝ_max(A) = 100000 B: the active flow f alone, ceil(100000/128)
+		// = 782; idle g counts itself with f, ceil(50000/128) = 391.
 		{"ACK with payload", f, &Packet{Dir: Uplink, Flags: FlagACK | FlagPSH, Ack: 1500, PayloadLen: 10, Window: 100, WScale: 7}, pass},
 		{"SYN", f, &Packet{Dir: Uplink, Flags: FlagSYN | FlagACK, Ack: 1500, WScale: 7}, pass},
 		{"FIN", f, &Packet{Dir: Uplink, Flags: FlagFIN | FlagACK, Ack: 1500, WScale: 7}, pass},
 		{"RST", f, &Packet{Dir: Uplink, Flags: FlagRST | FlagACK, Ack: 1500, WScale: 7}, pass},
 		{"no ACK flag", f, &Packet{Dir: Uplink, Flags: 0, Ack: 1500, WScale: 7}, pass},
 		{"downlink", f, down(6000, 100), pass},
-		{"flow without data at the command", g, upACK(1, 65535, 7), pass},
+		{"flow without data at the command: clamped", g, upACK(1, 65535, 7), rewrite(391, ReasonPreparation)},
 		{"one short of the mark", f, upACK(1999, 65535, 7), drop},
-		{"reaches the mark: released", f, upACK(2000, 65535, 7), pass},
-		{"dup ACK after release", f, upACK(2000, 65535, 7), pass},
+		{"reaches the mark: released, clamped", f, upACK(2000, 65535, 7), rewrite(782, ReasonPreparation)},
+		{"dup ACK after release", f, upACK(2000, 65535, 7), rewrite(782, ReasonPreparation)},
 	}
 	for i, tc := range tests {
 		check(t, tc.name, fx.pkt(131+i, tc.flow, tc.p), tc.want)
@@ -307,8 +309,8 @@ func TestSmoothingReleaseWraparound(t *testing.T) {
 	toSmoothing(fx, f, 0xFFFFFF00, 0x100)  // old data again: high stays 0x100
 	check(t, "before the wrap", fx.pkt(131, f, upACK(0xFFFFFFF0, 65535, 7)), drop)
 	check(t, "after the wrap, short", fx.pkt(132, f, upACK(0x000000FF, 65535, 7)), drop)
-	check(t, "at the mark", fx.pkt(133, f, upACK(0x00000100, 65535, 7)), pass)
-	check(t, "released", fx.pkt(134, f, upACK(0xFFFFFFF0, 65535, 7)), pass)
+	check(t, "at the mark", fx.pkt(133, f, upACK(0x00000100, 65535, 7)), rewrite(782, ReasonPreparation))
+	check(t, "released", fx.pkt(134, f, upACK(0xFFFFFFF0, 65535, 7)), rewrite(782, ReasonPreparation))
 }
 
 // Release rule (b): the first burst that ends in the target cell. A burst
@@ -377,7 +379,7 @@ func TestHandoverDuringSmoothing(t *testing.T) {
 	fx.ev(150, raEv(signaling.RASuccess, signaling.RAHandover))
 	fx.want(Smoothing)
 	check(t, "old mark is not enough", fx.pkt(151, f, upACK(2000, 65535, 7)), drop)
-	check(t, "new mark", fx.pkt(152, f, upACK(3000, 65535, 7)), pass)
+	check(t, "new mark", fx.pkt(152, f, upACK(3000, 65535, 7)), rewrite(469, ReasonPreparation))
 
 	fx = newFixture(t, nil)
 	f = attach(fx, 0)
@@ -623,18 +625,25 @@ func TestRTTMatching(t *testing.T) {
 	if _, _, n := f.RTT(); n != 1 {
 		t.Fatalf("samples %d", n)
 	}
-	// Ring overflow: the oldest TSvals are forgotten.
-	for i := 0; i < tsRing+1; i++ {
+	// Once the RTT is known (srtt 40 ms), a new TSval is recorded at most
+	// every srtt/4 = 10 ms while the last one awaits its echo, so the ring
+	// spans two RTTs: of one new TSval per ms at 100..139 only 100, 110,
+	// 120 and 130 are kept, and the echo of 100 still matches at 200.
+	for i := range 40 {
 		up(100+i, uint32(100+i))
 	}
-	dn(200, 100) // overwritten
+	dn(199, 105) // never recorded
 	if _, _, n := f.RTT(); n != 1 {
-		t.Fatalf("samples after overflow %d", n)
+		t.Fatalf("samples after an unrecorded echo %d", n)
 	}
-	dn(200, uint32(100+tsRing)) // newest: sent at 100+8 ms → 92 ms
-	// srtt = 40 + (92-40)/8 = 46.5 ms; RTT_min stays 40 ms.
-	if s, m, n := f.RTT(); n != 2 || m != 40*time.Millisecond || s != 46500*time.Microsecond {
+	dn(200, 100) // 100 ms
+	// srtt = 40 + (100-40)/8 = 47.5 ms; RTT_min stays 40 ms.
+	if s, m, n := f.RTT(); n != 2 || m != 40*time.Millisecond || s != 47500*time.Microsecond {
 		t.Fatalf("srtt %v min %v samples %d", s, m, n)
+	}
+	dn(201, 130) // sent at 130: 71 ms
+	if _, _, n := f.RTT(); n != 3 {
+		t.Fatalf("samples %d, want 3 (the echo of 130)", n)
 	}
 
 	// During Smoothing a dropped ACK's TSval is not recorded.
@@ -690,33 +699,46 @@ func TestBurstsFeedDatabase(t *testing.T) {
 	serving := func(tp signaling.CellType, id string, ms int, rb float64, b int) {
 		c.OnEvent(at(ms), &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: b, Serving: signaling.Cell{ID: id, Type: tp}})
 	}
-	serving(sub6, "A", 0, 0.95, 4000)
-	serving(sub6, "A", 1, 0.3, 100)
-	serving(sub6, "A", 2, 0, 0)
-	if v, _ := db.Get(cell(sub6, "A")); v != 4100 || !c.Dirty() {
+	// ŝ_b = S − arrival·D (burst.backlog). The history starts with the
+	// first slot seen (t=0); the burst 10..12 ms serves S = 4100 B in
+	// D = 2 ms; the delivery rate over the RTT (12 ms) ending with it,
+	// 4100 B / 12 ms, stands for the arrivals (no c_est yet):
+	// 4100 − 4100·2/12 = 3416.67 → 3416.
+	c.lastRTT = 12 * time.Millisecond
+	serving(sub6, "A", 0, 0, 0)
+	serving(sub6, "A", 10, 0.95, 4000)
+	serving(sub6, "A", 11, 0.3, 100)
+	serving(sub6, "A", 12, 0, 0)
+	if v, _ := db.Get(cell(sub6, "A")); v != 3416 || !c.Dirty() {
 		t.Fatalf("ŝ_max(A) %d dirty %v", v, c.Dirty())
 	}
-	// A smaller burst does not lower it; a larger one raises it.
-	serving(sub6, "A", 3, 0.95, 100)
-	serving(sub6, "A", 4, 0.1, 1)
-	serving(sub6, "A", 5, 0, 0)
-	serving(sub6, "A", 6, 0.95, 9000)
-	serving(sub6, "A", 7, 0.1, 1)
-	serving(sub6, "A", 8, 0, 0)
-	if v, _ := db.Get(cell(sub6, "A")); v != 9001 {
+	// A smaller burst does not lower it (the window 4..15 ms holds 4201
+	// B: 101 − 4201·2/12 < 0); a larger one raises it: 9001 B in 2 ms,
+	// alone in its window 21..32 ms, 9001 − 9001·2/12 = 7500.8 → 7500.
+	serving(sub6, "A", 13, 0.95, 100)
+	serving(sub6, "A", 14, 0.1, 1)
+	serving(sub6, "A", 15, 0, 0)
+	if v, _ := db.Get(cell(sub6, "A")); v != 3416 {
+		t.Fatalf("ŝ_max(A) %d after a small burst", v)
+	}
+	serving(sub6, "A", 30, 0.95, 9000)
+	serving(sub6, "A", 31, 0.1, 1)
+	serving(sub6, "A", 32, 0, 0)
+	if v, _ := db.Get(cell(sub6, "A")); v != 7500 {
 		t.Fatalf("ŝ_max(A) %d", v)
 	}
 	// A change of cell mid-burst drops the burst.
-	serving(sub6, "A", 9, 0.95, 50000)
-	serving(sub6, "B", 10, 0.1, 1)
-	serving(sub6, "B", 11, 0, 0)
+	serving(sub6, "A", 40, 0.95, 50000)
+	serving(sub6, "B", 41, 0.1, 1)
+	serving(sub6, "B", 42, 0, 0)
 	if _, ok := db.Get(cell(sub6, "B")); ok {
 		t.Fatal("burst spanning two cells recorded")
 	}
-	// mmWave bursts are not recorded.
-	serving(mmw, "M", 20, 0.95, 50000)
-	serving(mmw, "M", 21, 0.1, 1)
-	serving(mmw, "M", 22, 0, 0)
+	// mmWave bursts are not recorded (one that would count on sub-6).
+	serving(mmw, "M", 45, 0, 0)
+	serving(mmw, "M", 50, 0.95, 50000)
+	serving(mmw, "M", 51, 0.1, 1)
+	serving(mmw, "M", 52, 0, 0)
 	if db.Len() != 1 {
 		t.Fatalf("cells %d", db.Len())
 	}

@@ -214,6 +214,10 @@ type hoPlan struct {
 	// holeAt >= 0: the per-handover model's failed transport block is the
 	// first slot ending at or after holeAt (before cmd).
 	holeAt time.Duration
+	// What this handover did, counted from its command to the next:
+	// tail drops at a cell buffer, and at its own flush the packets
+	// missing (holes) and delivered past them (early).
+	drops, holes, early int64
 }
 
 type window struct{ from, to time.Duration }
@@ -252,6 +256,8 @@ type Model struct {
 	windows []window
 	alarms  []window // false alarms: report → A1
 	pending ring[Delivery]
+
+	curPlan int // the last handover commanded (-1: none yet)
 
 	lateThr time.Duration
 	c       Counters
@@ -333,6 +339,7 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 		ulBps:   cfg.UplinkMbps * 1e6 * scale,
 		lateThr: cfg.LateThreshold,
 		ovPlan:  -1,
+		curPlan: -1,
 	}
 	if m.lateThr == 0 {
 		m.lateThr = time.Millisecond
@@ -810,6 +817,9 @@ func (m *Model) push(c *cell, p pkt) bool {
 	if c.queued+p.size > c.Buffer {
 		m.c.OverflowDrops++
 		m.c.OverflowBytes += p.size
+		if m.curPlan >= 0 {
+			m.plans[m.curPlan].drops++
+		}
 		if m.inHO {
 			m.c.HODrops++
 		}
@@ -916,6 +926,7 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 		m.c.Reports++
 		m.c.FalseAlarms++
 	case ctrlCommand:
+		m.curPlan = c.ho
 		m.command(&m.plans[c.ho], at, t, out)
 		m.ovPlan, m.ovUntil, m.ovHit = c.ho, m.plans[c.ho].ra+m.cfg.RTT, false
 		if m.cells[m.plans[c.ho].from].Type == signaling.CellMmWave {
@@ -972,6 +983,7 @@ func (m *Model) command(p *hoPlan, at, t time.Duration, out *[]Delivery) {
 	}
 	m.c.FlushedEarly += early
 	m.c.FlushedHoles += holes
+	p.holes, p.early = holes, early
 	src, dst := &m.cells[p.from], &m.cells[p.to]
 	for src.q.n > 0 {
 		m.fwd.push(src.q.pop())

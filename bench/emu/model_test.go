@@ -108,6 +108,10 @@ func TestReorderFlushHoleThenLatePackets(t *testing.T) {
 	if cn.ReorderFlushes != 1 || cn.FlushedEarly != 3 || cn.FlushedHoles != 1 || cn.Handovers[0][0] != 1 || cn.HARQRetx != 1 {
 		t.Fatalf("counters %+v", cn)
 	}
+	// The same, per handover (handovers.tsv's counters).
+	if hs := r.m.HandoverRecords(time.Second); len(hs) != 1 || hs[0].FlushedHoles != 1 || hs[0].FlushedEarly != 3 || hs[0].OverflowDrops != 0 {
+		t.Fatalf("handover records %+v", hs)
+	}
 	if cn.Late != 0 {
 		t.Fatalf("a perfect driver is never late: %d", cn.Late)
 	}
@@ -190,6 +194,9 @@ func TestTargetBufferDropsExactlyTheExcess(t *testing.T) {
 	cn := r.m.Counters()
 	if cn.OverflowDrops != 2 || cn.HODrops != 2 || cn.OverflowBytes != 3000 {
 		t.Fatalf("counters %+v", cn)
+	}
+	if hs := r.m.HandoverRecords(time.Second); len(hs) != 1 || hs[0].OverflowDrops != 2 || hs[0].FlushedHoles != 0 {
+		t.Fatalf("handover records %+v", hs)
 	}
 }
 

@@ -17,6 +17,10 @@ import (
 type HandoverRecord struct {
 	Report, Command, RA time.Duration
 	From, To            signaling.Cell
+	// OverflowDrops are the downlink tail drops from this command to the
+	// next; FlushedHoles and FlushedEarly the packets missing at this
+	// handover's flush and those delivered past them (Finding 2).
+	OverflowDrops, FlushedHoles, FlushedEarly int64
 }
 
 // TypeName is the handover's type in the bench's words: horizontal,
@@ -49,7 +53,8 @@ func (m *Model) HandoverRecords(until time.Duration) []HandoverRecord {
 			break // plans are in command order
 		}
 		out = append(out, HandoverRecord{Report: p.report, Command: p.cmd, RA: p.ra,
-			From: m.cells[p.from].sig, To: m.cells[p.to].sig})
+			From: m.cells[p.from].sig, To: m.cells[p.to].sig,
+			OverflowDrops: p.drops, FlushedHoles: p.holes, FlushedEarly: p.early})
 	}
 	return out
 }
@@ -148,6 +153,25 @@ func (m *Model) CapacityBins(bin, until time.Duration) []CapacityBin {
 	return out
 }
 
+// CellInfo is one cell of a run as the model built it: its buffer and
+// slot after --scale, for the bench to set the controller's buffer
+// estimates against.
+type CellInfo struct {
+	ID          string `json:"id"`
+	Type        string `json:"type"` // mmwave or sub6
+	BufferBytes int64  `json:"buffer_bytes"`
+}
+
+// Cells lists the cells the model knows (declared, and those made from
+// the defaults for the schedule), in creation order.
+func (m *Model) Cells() []CellInfo {
+	out := make([]CellInfo, len(m.cells))
+	for i, c := range m.cells {
+		out[i] = CellInfo{ID: c.ID, Type: CellTypeName(c.Type), BufferBytes: c.Buffer}
+	}
+	return out
+}
+
 // Summary is emulator.json, the run's contract with the bench.
 type Summary struct {
 	Scenario         string  `json:"scenario"`
@@ -208,9 +232,10 @@ func WriteCapacityTSV(w io.Writer, bins []CapacityBin) error {
 // to type`.
 func WriteHandoversTSV(w io.Writer, hs []HandoverRecord) error {
 	bw := bufio.NewWriter(w)
-	bw.WriteString("report_s\tcommand_s\tra_s\tfrom\tto\ttype\n")
+	bw.WriteString("report_s\tcommand_s\tra_s\tfrom\tto\ttype\toverflow_drops\tflushed_holes\tflushed_early\n")
 	for _, h := range hs {
-		fmt.Fprintf(bw, "%s\t%s\t%s\t%s\t%s\t%s\n", secs(h.Report), secs(h.Command), secs(h.RA), h.From.ID, h.To.ID, h.TypeName())
+		fmt.Fprintf(bw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", secs(h.Report), secs(h.Command), secs(h.RA), h.From.ID, h.To.ID, h.TypeName(),
+			h.OverflowDrops, h.FlushedHoles, h.FlushedEarly)
 	}
 	return bw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -102,7 +103,8 @@ Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML p
 	f := cmd.Flags()
 	f.StringVar(&cfg.Scenario, "scenario", "mixed-drive", "builtin scenario name or YAML path")
 	f.Float64Var(&cfg.Scale, "scale", 1, "multiply capacities and buffers (for slower machines; printed with every result)")
-	f.Uint64Var(&cfg.Seed, "seed", 0, "emulator seed, the same for every run (0: the scenario's)")
+	f.Uint64Var(&cfg.Seed, "seed", 0, "emulator seed of the first repetition; repetition i uses seed+i (0: the scenario's)")
+	f.Var(newSeedsValue(&cfg.Seeds), "seeds", "comma-separated emulator seeds, one repetition each (overrides --repeat and --seed)")
 	f.DurationVar(&cfg.Duration, "duration", 0, "iperf3 duration per run (0: the scenario's)")
 	f.IntVar(&cfg.Repeat, "repeat", 1, "runs per variant, variants alternating")
 	f.StringSliceVar(&variants, "variants", []string{"pass", "m2ho"}, "variants to run, in this order")
@@ -141,5 +143,35 @@ func report(dir string, s bench.Summary) error {
 		}
 		return exitError{code: 3}
 	}
+	return nil
+}
+
+// seedsValue is --seeds: a comma-separated list of uint64.
+type seedsValue struct{ p *[]uint64 }
+
+func newSeedsValue(p *[]uint64) *seedsValue { return &seedsValue{p} }
+func (v *seedsValue) Type() string          { return "seeds" }
+func (v *seedsValue) String() string {
+	var ss []string
+	for _, x := range *v.p {
+		ss = append(ss, strconv.FormatUint(x, 10))
+	}
+	return strings.Join(ss, ",")
+}
+func (v *seedsValue) Set(s string) error {
+	var out []uint64
+	seen := map[uint64]bool{}
+	for _, f := range strings.Split(s, ",") {
+		x, err := strconv.ParseUint(strings.TrimSpace(f), 10, 64)
+		if err != nil || x == 0 {
+			return fmt.Errorf("%q is not a positive integer seed", f)
+		}
+		if seen[x] {
+			return fmt.Errorf("seed %d given twice", x)
+		}
+		seen[x] = true
+		out = append(out, x)
+	}
+	*v.p = out
 	return nil
 }

@@ -132,7 +132,8 @@ func TestMetricsFollowTheEngine(t *testing.T) {
 		t.Errorf("in Smoothing: state %v, drops %v, confirmed %v", m[`m2ho_state{state="smoothing"}`], m[`m2ho_ack_drops_total{reason="smoothing"}`], m[`m2ho_predictions_total{outcome="confirmed"}`])
 	}
 	// The ACK for everything sent before the command releases Smoothing's
-	// hold on this flow, and is forwarded.
+	// hold on this flow, and is forwarded, with the clamp (it holds
+	// through Smoothing).
 	if !up(seq, 20000) {
 		t.Error("the releasing ACK was dropped")
 	}
@@ -150,7 +151,7 @@ func TestMetricsFollowTheEngine(t *testing.T) {
 		`m2ho_state_entries_total{state="smoothing"}`:      1,
 		`m2ho_state_entries_total{state="stable"}`:         1,
 		`m2ho_ack_drops_total{reason="smoothing"}`:         1,
-		`m2ho_window_rewrites_total{reason="preparation"}`: 1,
+		`m2ho_window_rewrites_total{reason="preparation"}`: 2,
 		`m2ho_unsafe_verdicts_total`:                       0,
 		`m2ho_signal_lost`:                                 1,
 		`m2ho_flows`:                                       1,

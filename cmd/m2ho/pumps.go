@@ -27,6 +27,9 @@ type pumps struct {
 	// lock every tickEvery.
 	tick      func(now time.Time)
 	tickEvery time.Duration
+	// afterTick, if set, runs after each tick without the lock (the
+	// verdict log).
+	afterTick func(now time.Time)
 	db        *m2ho.SMaxDB
 	// save writes a snapshot of db (nil: the database lives in memory
 	// only). It is called without any lock held.
@@ -75,6 +78,9 @@ func (p *pumps) tickLoop(ctx context.Context) {
 			if take {
 				lastSave = now
 				p.store(snap)
+			}
+			if p.afterTick != nil {
+				p.afterTick(now)
 			}
 		}
 	}

@@ -59,6 +59,7 @@ type runConfig struct {
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
 	CPUProfile string `yaml:"-"`
+	VerdictLog string `yaml:"verdict-log"`
 }
 
 func defaultRunConfig() runConfig {
@@ -153,6 +154,7 @@ Example (as root):
 	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
+	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
@@ -497,6 +499,31 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		})
 		fmt.Fprintf(out, "m2ho: metrics on http://%s/metrics\n", ln.Addr())
 	}
+
+	// The verdict log (for the bench's per-handover table): the counts of
+	// each M2HO action, a line whenever they changed, written after each
+	// tick outside the engine's lock.
+	var verdicts *os.File
+	if c.VerdictLog != "" {
+		if verdicts, err = os.OpenFile(c.VerdictLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return fmt.Errorf("--verdict-log: %w", err)
+		}
+		undo = append(undo, func() { verdicts.Close() })
+		fmt.Fprintf(verdicts, "unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n")
+	}
+	var lastVerdicts [3]uint64
+	logVerdicts := func(now time.Time) {
+		if verdicts == nil {
+			return
+		}
+		st := eng.Stats()
+		v := [3]uint64{st.RewritesBy[m2ho.ReasonPreparation], st.RewritesBy[m2ho.ReasonStableRate], st.DropsBy[m2ho.ReasonSmoothing]}
+		if v != lastVerdicts {
+			lastVerdicts = v
+			fmt.Fprintf(verdicts, "%d\t%d\t%d\t%d\n", now.UnixNano(), v[0], v[1], v[2])
+		}
+	}
+	ps.afterTick = logVerdicts
 
 	log.Info("m2ho running", zap.String("tun", dev.Name()), zap.String("socket", c.Socket))
 	err = ps.run(ctx)

@@ -251,7 +251,7 @@ func testDriverKernel(t *testing.T) {
 		if s.Handovers != 2 || s.FalseAlarms != 1 || s.EventsDropped != 0 || s.EventsPublished != int64(len(got)) {
 			t.Errorf("emulator.json %+v, %d events on the socket", s, len(got))
 		}
-		hos := tsvRows(t, filepath.Join(out, "handovers.tsv"), "report_s\tcommand_s\tra_s\tfrom\tto\ttype")
+		hos := tsvRows(t, filepath.Join(out, "handovers.tsv"), "report_s\tcommand_s\tra_s\tfrom\tto\ttype\toverflow_drops\tflushed_holes\tflushed_early")
 		fas := tsvRows(t, filepath.Join(out, "falsealarms.tsv"), "report_s\ta1_s")
 		caps := tsvRows(t, filepath.Join(out, "capacity.tsv"), "t_s\tmbps\tcell\ttype")
 		cmds := 0

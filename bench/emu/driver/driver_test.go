@@ -60,8 +60,8 @@ func TestWriteOutputs(t *testing.T) {
 		}
 		return string(b)
 	}
-	if got, want := read("handovers.tsv"), "report_s\tcommand_s\tra_s\tfrom\tto\ttype\n"+
-		"0.900000\t1.000000\t1.060000\tc1\tm1\tsub6-to-mmwave\n1.950000\t2.000000\t2.060000\tm1\tc1\tmmwave-to-sub6\n"; got != want {
+	if got, want := read("handovers.tsv"), "report_s\tcommand_s\tra_s\tfrom\tto\ttype\toverflow_drops\tflushed_holes\tflushed_early\n"+
+		"0.900000\t1.000000\t1.060000\tc1\tm1\tsub6-to-mmwave\t0\t0\t0\n1.950000\t2.000000\t2.060000\tm1\tc1\tmmwave-to-sub6\t0\t0\t0\n"; got != want {
 		t.Errorf("handovers.tsv:\n%s\nwant\n%s", got, want)
 	}
 	if got, want := read("falsealarms.tsv"), "report_s\ta1_s\n2.500000\t2.620000\n"; got != want {

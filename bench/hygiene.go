@@ -1,0 +1,213 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/m2ho/m2ho/bench/netns"
+)
+
+// TCPSysctls are set in every namespace of a run's chain. tcp_rmem and
+// tcp_wmem bound the kernel's buffer autotuning (iperf3 sets no -w, so
+// net.core.rmem_max/wmem_max, which only cap SO_RCVBUF/SO_SNDBUF set by
+// hand, do not apply; they are host-wide and read-only inside a network
+// namespace on these kernels, and are recorded, never written). 64 MiB
+// holds more than a 1 Gbit/s × 500 ms window; the host's 4 MiB capped a
+// 70 ms flow near 480 Mbit/s. tcp_no_metrics_save keeps one run's
+// ssthresh out of the next (each run also gets a fresh chain).
+var TCPSysctls = [][2]string{
+	{"net.ipv4.tcp_rmem", "4096 131072 67108864"},
+	{"net.ipv4.tcp_wmem", "4096 16384 67108864"},
+	{"net.ipv4.tcp_no_metrics_save", "1"},
+}
+
+// The namespaces' default congestion control is set to CUBIC where the
+// kernel allows it (a namespace may only pick one the host lists in
+// tcp_allowed_congestion_control); iperf3's -C cubic sets it per socket
+// in any case, and the value read back is recorded.
+const defaultCC = "cubic"
+
+// recordedSysctls are read back in every namespace after TCPSysctls.
+var recordedSysctls = []string{
+	"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_no_metrics_save",
+	"net.ipv4.tcp_congestion_control", "net.core.rmem_max", "net.core.wmem_max",
+	"net.ipv4.tcp_sack", "net.ipv4.tcp_dsack", "net.ipv4.tcp_recovery", "net.ipv4.tcp_timestamps",
+}
+
+// Sysctls maps namespace (laptop, phone, emu, server) → key → value.
+type Sysctls map[string]map[string]string
+
+// configureTCP sets TCPSysctls in every namespace of c and reads
+// recordedSysctls back.
+func configureTCP(c *netns.Chain) (Sysctls, error) {
+	names := []string{netns.Laptop, netns.Phone, netns.Server}
+	if c.WithEmu {
+		names = []string{netns.Laptop, netns.Phone, netns.Emu, netns.Server}
+	}
+	out := Sysctls{}
+	for _, n := range names {
+		for _, kv := range TCPSysctls {
+			if err := c.Sysctl(n, kv[0], kv[1]); err != nil {
+				return nil, err
+			}
+		}
+		ccErr := c.Sysctl(n, "net.ipv4.tcp_congestion_control", defaultCC)
+		m := map[string]string{}
+		if ccErr != nil {
+			m["bench.default_cc_note"] = "could not set " + defaultCC + " as the namespace default (not in the host's allowed list); iperf3 -C cubic sets it per socket"
+		}
+		for _, k := range recordedSysctls {
+			b, err := c.Exec(n, "cat", "/proc/sys/"+strings.ReplaceAll(k, ".", "/")).Output()
+			if err != nil {
+				m[k] = "unreadable"
+				continue
+			}
+			m[k] = strings.Join(strings.Fields(string(b)), " ")
+		}
+		for _, kv := range TCPSysctls {
+			if m[kv[0]] != kv[1] {
+				return nil, fmt.Errorf("sysctl %s in %s reads %q after writing %q", kv[0], n, m[kv[0]], kv[1])
+			}
+		}
+		out[n] = m
+	}
+	return out, nil
+}
+
+// KernelCounters are the server's (the sender's) TCP recovery counters
+// that say how Linux handled a run's losses and reorderings.
+var KernelCounters = []string{"TCPDSACKUndo", "TCPPartialUndo", "TCPLossUndo", "TCPFullUndo",
+	"TCPSpuriousRTOs", "TCPTimeouts", "TCPLostRetransmit", "TCPSACKReorder", "TCPDSACKRecv"}
+
+// ParseNetstat reads /proc/net/netstat (pairs of header and value lines
+// per prefix) and returns the TcpExt counters named in keys; a key
+// missing from the file is absent from the map.
+func ParseNetstat(r io.Reader, name string, keys []string) (map[string]int64, error) {
+	want := map[string]bool{}
+	for _, k := range keys {
+		want[k] = true
+	}
+	out := map[string]int64{}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	var head []string
+	line := 0
+	for sc.Scan() {
+		line++
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		if head == nil || head[0] != f[0] {
+			head = f
+			continue
+		}
+		if len(f) != len(head) {
+			return nil, fmt.Errorf("%s:%d: %d values for %d names", name, line, len(f), len(head))
+		}
+		if f[0] == "TcpExt:" {
+			for i := 1; i < len(f); i++ {
+				if want[head[i]] {
+					v, err := strconv.ParseInt(f[i], 10, 64)
+					if err != nil {
+						return nil, fmt.Errorf("%s:%d: %s: %q is not a count", name, line, head[i], f[i])
+					}
+					out[head[i]] = v
+				}
+			}
+		}
+		head = nil
+	}
+	return out, sc.Err()
+}
+
+// Files of a run directory the hygiene adds.
+const (
+	sysctlFile  = "sysctl.json"
+	netstatFile = "server-netstat.txt"
+	smaxDBFile  = "smaxdb.json"
+	cellsFile   = "cells.json"
+	verdictFile = "verdicts.tsv"
+)
+
+// readSMaxDB reads the proxy's ŝ_max database file (version 1: cells of
+// id, type, smax_bytes); a missing file is no cells.
+func readSMaxDB(path string) (map[string]int, error) {
+	b, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var f struct {
+		Cells []struct {
+			ID   string `json:"id"`
+			SMax int    `json:"smax_bytes"`
+		} `json:"cells"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	out := map[string]int{}
+	for _, c := range f.Cells {
+		out[c.ID] = max(out[c.ID], c.SMax)
+	}
+	return out, nil
+}
+
+func readJSONFile(dir, name string, v any) error {
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(dir, name), err)
+	}
+	return nil
+}
+
+// VerdictSample is one line of the proxy's --verdict-log: its cumulative
+// verdict counters at a wall time.
+type VerdictSample struct {
+	UnixNs                    int64
+	Clamp, Eqn2, Suppressions uint64
+}
+
+// ReadVerdictLog parses the proxy's --verdict-log (header unix_ns,
+// clamp_rewrites, eqn2_rewrites, suppressed_acks).
+func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
+	out := []VerdictSample{} // a log with its header only: no verdicts, not "not logged"
+	err := tsv(r, name, []string{"unix_ns", "clamp_rewrites", "eqn2_rewrites", "suppressed_acks"}, func(line int, f []string) error {
+		var v [4]uint64
+		for i, s := range f {
+			x, err := strconv.ParseUint(s, 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s:%d: column %d: %q is not a count", name, line, i+1, s)
+			}
+			v[i] = x
+		}
+		out = append(out, VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3]})
+		return nil
+	})
+	return out, err
+}
+
+// verdictsAt is the counters in force at emulator time t (the last sample
+// at or before it; zero before the first).
+func verdictsAt(vs []VerdictSample, startNs int64, t float64) VerdictSample {
+	var last VerdictSample
+	for _, v := range vs {
+		if float64(v.UnixNs-startNs)/1e9 > t {
+			break
+		}
+		last = v
+	}
+	return last
+}

@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// Convergence over a 1 s window: ten 0.1 s bins from RA at 1.0 s,
+// capacity 100 Mbps. Bins 1.0–1.5 carry 100 Mbps, 1.5–2.0 carry 50: no
+// single bin after 1.5 reaches 75, but every 1 s window starting at or
+// before 1.5 averages ≥ 75 ... the first, [1.0, 2.0), averages 75
+// exactly and converges at 2.0 − 1.0 = 1.0 s. With one bin the first
+// bin (1.0–1.1) converges at 0.1 s.
+func TestConvergeWindow(t *testing.T) {
+	var bins []Bin
+	for k := 0; k < 30; k++ {
+		mbps := 100.0
+		if k >= 15 {
+			mbps = 50
+		}
+		t0 := float64(k) / 10
+		bins = append(bins, Bin{T0: t0, T1: t0 + 0.1, Bits: mbps * 1e6 * 0.1})
+	}
+	caps := []CapacityBin{{T: 0, Mbps: 100}}
+	hos := []HandoverRow{{Report: 0.8, Command: 0.95, RA: 1.0, Type: "horizontal"}}
+	c1 := ConvergeWindow(bins, caps, hos, 0.75, 1)
+	c10 := ConvergeWindow(bins, caps, hos, 0.75, 10)
+	if !c1[0].Converged || math.Abs(c1[0].Seconds-0.1) > 1e-9 {
+		t.Fatalf("0.1 s window: %+v", c1[0])
+	}
+	if !c10[0].Converged || math.Abs(c10[0].Seconds-1.0) > 1e-9 {
+		t.Fatalf("1 s window: %+v", c10[0])
+	}
+	// RA at 1.5: only 50 Mbps bins follow, no window reaches 75: the
+	// dwell (1.5 s to the end of the data at 3.0).
+	hos[0].RA = 1.5
+	c10 = ConvergeWindow(bins, caps, hos, 0.75, 10)
+	if c10[0].Converged || math.Abs(c10[0].Seconds-1.5) > 1e-9 || !c10[0].Analyzed {
+		t.Fatalf("1 s window, not converged: %+v", c10[0])
+	}
+}
+
+func TestPairedRatio(t *testing.T) {
+	// Ratios 2 and 2: ratio 2, no spread.
+	r, lo, hi, per := PairedRatio([]float64{2, 4}, []float64{1, 2})
+	if math.Abs(r-2) > 1e-12 || math.Abs(lo-2) > 1e-12 || math.Abs(hi-2) > 1e-12 || len(per) != 2 {
+		t.Fatalf("ratio %v [%v, %v] %v", r, lo, hi, per)
+	}
+	// Ratios 2 and 4: log-ratios ln 2, ln 4; mean 1.5·ln 2 → 2^1.5 =
+	// 2.8284; s = ln 2/√2; half-width t(1) = 12.706 × s/√2 = 12.706 ×
+	// ln 2 / 2 = 4.4035; CI exp(1.0397 ± 4.4035) = [0.0346, 231.1].
+	r, lo, hi, _ = PairedRatio([]float64{2, 8}, []float64{1, 2})
+	if math.Abs(r-math.Pow(2, 1.5)) > 1e-9 {
+		t.Fatalf("ratio %v", r)
+	}
+	h := 12.706 * math.Ln2 / 2
+	if math.Abs(lo-math.Exp(1.5*math.Ln2-h)) > 1e-9 || math.Abs(hi-math.Exp(1.5*math.Ln2+h)) > 1e-9 {
+		t.Fatalf("CI [%v, %v]", lo, hi)
+	}
+	// One pair: no interval; a zero value is left out.
+	if r, lo, hi, per := PairedRatio([]float64{3, 0}, []float64{2, 5}); r != 1.5 || lo != 0 || hi != 0 || len(per) != 1 {
+		t.Fatalf("one pair: %v [%v, %v] %v", r, lo, hi, per)
+	}
+}
+
+func TestParseNetstat(t *testing.T) {
+	in := "TcpExt: SyncookiesSent TCPLossUndo TCPDSACKUndo TCPTimeouts\nTcpExt: 0 3 7 1\nIpExt: InNoRoutes\nIpExt: 5\n"
+	m, err := ParseNetstat(strings.NewReader(in), "n", KernelCounters)
+	if err != nil || m["TCPLossUndo"] != 3 || m["TCPDSACKUndo"] != 7 || m["TCPTimeouts"] != 1 || len(m) != 3 {
+		t.Fatalf("%v %v", m, err)
+	}
+	if _, err := ParseNetstat(strings.NewReader("TcpExt: A B\nTcpExt: 1\n"), "n", KernelCounters); err == nil || !strings.Contains(err.Error(), "n:2") {
+		t.Fatalf("short line: %v", err)
+	}
+}
+
+// The per-handover row: cwnd at the last sender interval ending by the
+// command and at the first ending 1 s after RA, on the emulator's clock
+// (sender time + offset 2.0 s).
+func TestHandoverStats(t *testing.T) {
+	var ivs []SenderInterval
+	for k := range 40 {
+		ivs = append(ivs, SenderInterval{Start: float64(k) / 10, End: float64(k+1) / 10, CwndBytes: int64(1000 * (k + 1))})
+	}
+	d := RunData{Variant: "m2ho", Index: 1, Seed: 7, Sender: Iperf3Sender{Intervals: ivs},
+		Handovers: []HandoverRow{{Report: 2.9, Command: 3.0, RA: 3.06, From: "a", To: "b", Type: "horizontal", OverflowDrops: 12, FlushedHoles: 2}}}
+	r := RunResult{Align: Alignment{OffsetS: 2.0}}
+	hs := handoverStats(r, d)
+	// Command 3.0 = sender 1.0: interval ending at 1.0 is k=9 → 10000.
+	// RA + 1 = 4.06 = sender 2.06: first end ≥ 2.06 is 2.1, k=20 → 21000.
+	if len(hs) != 1 || hs[0].CwndBefore != 10000 || hs[0].CwndAfter1s != 21000 || hs[0].OverflowDrops != 12 || hs[0].FlushedHoles != 2 || hs[0].Run != 2 || hs[0].Seed != 7 {
+		t.Fatalf("%+v", hs)
+	}
+	if hs[0].Actions != nil {
+		t.Fatalf("actions without a verdict log: %+v", hs[0].Actions)
+	}
+	// The verdict log, emulator start at 1e9 ns: counters (clamp, eqn2,
+	// suppressed) 5/0/1 at 2.0 s (before the report at 2.9: not this
+	// handover's), 25/0/4 at 3.1 s, 40/0/9 at 3.2 s (RA 3.06 + 0.2 =
+	// 3.26 closes the span), 40/300/9 at 8 s. Clamp 40 − 5 = 35,
+	// suppressed 9 − 1 = 8, Eqn 2 (to the end: no next report) 300.
+	d.Emu.StartUnixNS = 1e9
+	d.Verdicts = []VerdictSample{
+		{UnixNs: 3e9, Clamp: 5, Suppressions: 1},
+		{UnixNs: 4.1e9, Clamp: 25, Suppressions: 4},
+		{UnixNs: 4.2e9, Clamp: 40, Suppressions: 9},
+		{UnixNs: 9e9, Clamp: 40, Eqn2: 300, Suppressions: 9},
+	}
+	hs = handoverStats(r, d)
+	if a := hs[0].Actions; a == nil || *a != (HandoverActions{Clamp: 35, Suppressions: 8, Eqn2: 300}) || a.Fired() != "clamp+suppression+eqn2" {
+		t.Fatalf("actions %+v", a)
+	}
+}
+
+func TestReadVerdictLog(t *testing.T) {
+	vs, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n17\t1\t2\t3\n"), "v")
+	if err != nil || len(vs) != 1 || vs[0] != (VerdictSample{UnixNs: 17, Clamp: 1, Eqn2: 2, Suppressions: 3}) {
+		t.Fatalf("%+v %v", vs, err)
+	}
+	if _, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n17\tx\t2\t3\n"), "v"); err == nil || !strings.Contains(err.Error(), "v:2") {
+		t.Fatalf("bad count: %v", err)
+	}
+}
