@@ -367,8 +367,24 @@ func TestRunSuppressesFlushDupACKs(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The m2ho run starts from a ŝ_max database that knows the cells'
+	// buffers are large (4 MB of the configured 8 MB, far above the 256 KiB
+	// the laptop lets the sender put in flight), so the Preparation clamp
+	// never lowers a window and both runs put the same data in the air at
+	// each command: the comparison is about the duplicate ACKs alone, not
+	// about how much a learned estimate (a lower bound, see m2ho/burst.go)
+	// throttles the sender before a command.
+	smaxDB := filepath.Join(t.TempDir(), "smax.json")
+	if err := os.WriteFile(smaxDB, []byte(`{"version": 1, "cells": [
+  {"id": "n77-a", "type": "sub6", "smax_bytes": 4194304},
+  {"id": "n77-b", "type": "sub6", "smax_bytes": 4194304},
+  {"id": "n77-c", "type": "sub6", "smax_bytes": 4194304}]}
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	pass := runFlushScenario(t, c, scenario, "pass")
-	mm := runFlushScenario(t, c, scenario, "m2ho", "--stable-rate=false")
+	mm := runFlushScenario(t, c, scenario, "m2ho", "--stable-rate=false", "--smax-db", smaxDB)
 
 	if v := pass.metrics[`m2ho_ack_drops_total{reason="smoothing"}`] + pass.metrics[`m2ho_window_rewrites_total{reason="preparation"}`]; v != 0 {
 		t.Errorf("pass mode touched %v packets", v)
