@@ -28,6 +28,7 @@ import (
 	"github.com/m2ho/m2ho/m2ho/bwe"
 	"github.com/m2ho/m2ho/m2ho/smaxfile"
 	"github.com/m2ho/m2ho/proxy"
+	"github.com/m2ho/m2ho/proxy/tunnel"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
 	"github.com/m2ho/m2ho/tun"
@@ -60,6 +61,21 @@ type runConfig struct {
 	// of the whole run, for `make netbench`'s profile.
 	CPUProfile string `yaml:"-"`
 	VerdictLog string `yaml:"verdict-log"`
+	// The QUIC tunnel (quic and quic+m2ho flows; proxy/tunnel).
+	TunnelServer     string `yaml:"tunnel-server"`
+	TunnelServerName string `yaml:"tunnel-server-name"`
+	TunnelCA         string `yaml:"tunnel-ca"`
+	TunnelCert       string `yaml:"tunnel-cert"`
+	TunnelKey        string `yaml:"tunnel-key"`
+	TunnelLocalAddr  string `yaml:"tunnel-local-addr"`
+	TunnelQlogDir    string `yaml:"tunnel-qlog-dir"`
+	TunnelHints      bool   `yaml:"tunnel-hints"`
+}
+
+// tunnel is the tunnel part of the configuration.
+func (c *runConfig) tunnel() tunnelFlags {
+	return tunnelFlags{Server: c.TunnelServer, ServerName: c.TunnelServerName, CA: c.TunnelCA, Cert: c.TunnelCert,
+		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir}
 }
 
 func defaultRunConfig() runConfig {
@@ -78,6 +94,7 @@ func defaultRunConfig() runConfig {
 		MaxFlows:       proxy.DefaultMaxFlows,
 		FlowIdle:       proxy.DefaultIdleTimeout,
 		StableRate:     true,
+		TunnelHints:    true,
 	}
 }
 
@@ -112,6 +129,8 @@ Each new flow gets a mode from the first --flow rule that matches, else
 --default-mode:
   pass   forward unchanged
   m2ho   rewrite uplink ACK windows and drop spurious duplicate ACKs
+  quic   carry the flow in the QUIC tunnel to --tunnel-server (m2ho server)
+  quic+m2ho  the tunnel, and M2HO's verdicts on the flow's uplink ACKs
 Rule syntax: [tcp|udp|any] [src|dst [host|net] ADDR] [src-port|dst-port|port N[-M]] mode=MODE
   --flow 'tcp dst-port 443 mode=m2ho' --flow 'tcp dst net 192.0.2.0/24 mode=pass'
 
@@ -146,7 +165,7 @@ Example (as root):
 	fs.StringVar(&c.Socket, "socket", c.Socket, "Unix socket that accepts signalling events as JSON lines")
 	fs.DurationVar(&c.SignalTimeout, "signal-timeout", c.SignalTimeout, "fall back to pass-through after this long without an event")
 	fs.StringArrayVar(&c.Flows, "flow", c.Flows, "flow rule, e.g. 'tcp dst-port 443 mode=m2ho' (repeatable, first match wins)")
-	fs.StringVar(&c.DefaultMode, "default-mode", c.DefaultMode, "mode of flows no rule matches: pass or m2ho")
+	fs.StringVar(&c.DefaultMode, "default-mode", c.DefaultMode, "mode of flows no rule matches: pass, m2ho, quic or quic+m2ho (the last two need --tunnel-server)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
 	fs.StringVar(&c.SMaxDB, "smax-db", c.SMaxDB, "file that keeps the per-cell buffer estimates across restarts (empty: memory only)")
 	fs.StringVar(&c.Estimator, "estimator", c.Estimator, "bandwidth estimator for c_est: "+strings.Join(bwe.Names, ", "))
@@ -156,6 +175,14 @@ Example (as root):
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
+	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
+	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
+	fs.StringVar(&c.TunnelCA, "tunnel-ca", c.TunnelCA, "CA certificate (PEM) that signed the tunnel server's certificate")
+	fs.StringVar(&c.TunnelCert, "tunnel-cert", c.TunnelCert, "this phone's client certificate (PEM; m2ho keys makes it)")
+	fs.StringVar(&c.TunnelKey, "tunnel-key", c.TunnelKey, "this phone's client key (PEM)")
+	fs.StringVar(&c.TunnelLocalAddr, "tunnel-local-addr", c.TunnelLocalAddr, "UDP address the tunnel sends from (default: the address of --uplink-if, followed when it changes; SIGHUP checks at once)")
+	fs.StringVar(&c.TunnelQlogDir, "tunnel-qlog-dir", c.TunnelQlogDir, "write the tunnel connection's qlog into this directory (empty: off)")
+	fs.BoolVar(&c.TunnelHints, "tunnel-hints", c.TunnelHints, "send the controller's handover hints (predicted with ŝ_max, executed with c_est, withdrawn) to the tunnel server")
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
 	return cmd
@@ -252,12 +279,17 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 	if def, err = proxy.ParseMode(c.DefaultMode); err != nil {
 		return nil, 0, nil, fmt.Errorf("--default-mode: %w", err)
 	}
-	if err = def.Available(); err != nil {
-		return nil, 0, nil, fmt.Errorf("--default-mode: %w", err)
+	if err = c.modeAvailable(def); err != nil {
+		return nil, 0, nil, fmt.Errorf("--default-mode %s: %w", def, err)
 	}
 	for i, r := range rules {
-		if err = r.Mode.Available(); err != nil {
+		if err = c.modeAvailable(r.Mode); err != nil {
 			return nil, 0, nil, fmt.Errorf("--flow %d (%s): %w", i+1, r, err)
+		}
+	}
+	if c.usesTunnel(rules, def) {
+		if _, err := c.tunnel().clientConfig(zap.NewNop()); err != nil {
+			return nil, 0, nil, err
 		}
 	}
 	if est, err = bwe.ByName(c.Estimator); err != nil {
@@ -280,6 +312,32 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 		return nil, 0, nil, errors.New("--socket: empty: the daemon needs a signalling socket")
 	}
 	return rules, def, est, nil
+}
+
+// modeAvailable is Mode.Available, with quic and quic+m2ho available when
+// a tunnel server is configured.
+func (c *runConfig) modeAvailable(m proxy.Mode) error {
+	if m == proxy.ModeQUIC || m == proxy.ModeQUICM2HO {
+		if c.TunnelServer == "" {
+			return fmt.Errorf("mode %s needs --tunnel-server (the m2ho server to carry the flow to)", m)
+		}
+		return nil
+	}
+	return m.Available()
+}
+
+// usesTunnel reports whether any flow may be tunnelled.
+func (c *runConfig) usesTunnel(rules []proxy.Rule, def proxy.Mode) bool {
+	tunnelled := func(m proxy.Mode) bool { return m == proxy.ModeQUIC || m == proxy.ModeQUICM2HO }
+	if tunnelled(def) {
+		return true
+	}
+	for _, r := range rules {
+		if tunnelled(r.Mode) {
+			return true
+		}
+	}
+	return false
 }
 
 // tetherPrefixes are the laptop side's prefixes: --tether-net, else the
@@ -378,15 +436,40 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	}
 
 	obs := newObserver(log)
+	var ctrlObs m2ho.Observer = obs
+	// The QUIC tunnel, dialled before anything is created on the system so
+	// that a wrong server or key costs nothing to undo.
+	var link *tunnelLink
+	var firstClient *tunnel.Client
+	var hf *hintForwarder
+	if c.usesTunnel(rules, def) {
+		var uplink func() (netip.Addr, bool)
+		if c.UplinkIf != "" {
+			uplink = interfaceAddr(c.UplinkIf, c.TunnelServer)
+		}
+		link = newTunnelLink(c.tunnel(), log.Named("tunnel"), uplink)
+		if firstClient, err = link.dial(ctx); err != nil {
+			return err
+		}
+		undo = append(undo, func() { link.Close() })
+		fmt.Fprintf(out, "m2ho: %s\n", link.describe(firstClient))
+		if c.TunnelHints {
+			hf = newHintForwarder(obs, log.Named("hints"))
+			ctrlObs = hf
+		}
+	}
 	ctrl := m2ho.New(m2ho.Config{
 		Lambda:         c.Lambda,
 		SmoothingBound: c.SmoothingBound,
 		SignalLoss:     c.SignalTimeout,
 		Estimator:      est,
-		Observer:       obs,
+		Observer:       ctrlObs,
 		SMaxDB:         db,
 		StableRate:     toggle(c.StableRate),
 	})
+	if hf != nil {
+		hf.ctrlHint = ctrl.Hint
+	}
 
 	offload, err := tun.ParseOffloadMode(c.TUNOffload)
 	if err != nil {
@@ -423,13 +506,18 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	if err != nil {
 		return err
 	}
-	eng := proxy.NewEngine(proxy.EngineConfig{
+	ecfg := proxy.EngineConfig{
 		TetherPrefixes: prefixes,
 		Rules:          rules,
 		DefaultMode:    def,
 		MaxFlows:       c.MaxFlows,
 		IdleTimeout:    c.FlowIdle,
-	}, dev, ctrl, log)
+	}
+	if link != nil {
+		ecfg.Sinks = map[proxy.Mode]proxy.Sink{proxy.ModeQUIC: link, proxy.ModeQUICM2HO: link}
+		ecfg.Sources = []proxy.Source{link}
+	}
+	eng := proxy.NewEngine(ecfg, dev, ctrl, log)
 	fmt.Fprintf(out, "m2ho: tethered side %v, default mode %s, %d flow rule(s)\n", prefixes, def, len(rules))
 	for i, r := range rules {
 		fmt.Fprintf(out, "m2ho: rule %d: %s\n", i+1, r)
@@ -471,6 +559,27 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			return srv.Close()
 		}},
 	}
+	if link != nil {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		undo = append(undo, func() { signal.Stop(hup) })
+		kick := make(chan struct{}, 1)
+		go func() {
+			for range hup {
+				select {
+				case kick <- struct{}{}:
+				default:
+				}
+			}
+		}()
+		first := firstClient
+		ps.serve = append(ps.serve,
+			func(ctx context.Context) error { return link.supervise(ctx, first) },
+			func(ctx context.Context) error { return link.watchUplink(ctx, time.Second, kick) })
+		if hf != nil {
+			ps.serve = append(ps.serve, func(ctx context.Context) error { hf.run(ctx, link); return nil })
+		}
+	}
 	if c.SMaxDB != "" {
 		path := c.SMaxDB
 		ps.save = func(snap m2ho.SMaxSnapshot) error { return smaxfile.Save(path, snap) }
@@ -479,6 +588,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	if c.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(newCollector(eng, ctrl, srv, obs))
+		if link != nil {
+			reg.MustRegister(&tunnelCollector{link: link, hints: hf})
+		}
 		ln, err := net.Listen("tcp", c.MetricsAddr)
 		if err != nil {
 			return fmt.Errorf("--metrics-addr: %w", err)

@@ -110,3 +110,41 @@ func TestTunnelFlagsNameTheFlag(t *testing.T) {
 		}
 	}
 }
+
+// quic modes need --tunnel-server, and with it the keys; the error names
+// the flag.
+func TestRunCheckTunnelModes(t *testing.T) {
+	dir := t.TempDir()
+	if err := newKeysCmdRun(t, dir); err != nil {
+		t.Fatal(err)
+	}
+	base := defaultRunConfig()
+	base.NoRouting, base.TetherNets = true, []string{"192.168.42.0/24"}
+	keys := func(c *runConfig) {
+		c.TunnelServer = "127.0.0.1:4433"
+		c.TunnelCA, c.TunnelCert, c.TunnelKey = filepath.Join(dir, "ca.crt"), filepath.Join(dir, "phone-1.crt"), filepath.Join(dir, "phone-1.key")
+	}
+	for _, tc := range []struct {
+		name string
+		mod  func(*runConfig)
+		want string // "" means no error
+	}{
+		{"default quic without server", func(c *runConfig) { c.DefaultMode = "quic" }, "--default-mode quic: mode quic needs --tunnel-server"},
+		{"rule quic+m2ho without server", func(c *runConfig) { c.Flows = []string{"tcp dst-port 443 mode=quic+m2ho"} }, "--flow 1 (tcp dst-port 443 mode=quic+m2ho): mode quic+m2ho needs --tunnel-server"},
+		{"server without keys", func(c *runConfig) { c.DefaultMode = "quic"; c.TunnelServer = "127.0.0.1:4433" }, "--tunnel-ca, --tunnel-cert and --tunnel-key"},
+		{"bad key", func(c *runConfig) { keys(c); c.DefaultMode = "quic"; c.TunnelKey = c.TunnelCA }, "--tunnel-cert/--tunnel-key"},
+		{"quic with keys", func(c *runConfig) { keys(c); c.DefaultMode = "quic" }, ""},
+		{"quic+m2ho rule with keys", func(c *runConfig) { keys(c); c.Flows = []string{"tcp mode=quic+m2ho"} }, ""},
+		{"no quic mode: keys not needed", func(c *runConfig) { c.TunnelServer = "127.0.0.1:4433" }, ""},
+	} {
+		c := base
+		tc.mod(&c)
+		_, _, _, err := c.check()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+}

@@ -105,6 +105,7 @@ type Client struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	closed atomic.Bool
+	dead   chan struct{} // closed when recvLoop ends: the session or connection is gone
 
 	st struct {
 		packetsUp, bytesUp, packetsDown, bytesDown atomic.Uint64
@@ -157,6 +158,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		transports: []*quic.Transport{tr},
 		sockets:    []net.PacketConn{udp},
 		local:      udp.LocalAddr(),
+		dead:       make(chan struct{}),
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	cl := c // the returns below set c to nil
@@ -480,12 +482,17 @@ func (c *Client) sendLoop() {
 }
 
 func (c *Client) recvLoop() {
+	defer close(c.dead)
 	buf := make([]byte, maxMTU+64)
 	var p packet.Parsed
 	for {
 		n, err := c.ip.ReadPacket(buf)
 		if err != nil {
 			c.down.close()
+			c.up.close()
+			if !c.closed.Load() {
+				c.log.Warn("tunnel session ended", zap.Error(err))
+			}
 			return
 		}
 		pkt := buf[:n]
@@ -560,6 +567,11 @@ func (c *Client) Migrate(ctx context.Context, localAddr string) error {
 	c.log.Info("migrated", zap.Stringer("from", old), zap.Stringer("to", udp.LocalAddr()))
 	return nil
 }
+
+// Done is closed when the session or its connection has ended (the
+// server closed it, the idle timeout struck, or Close): from then on Write
+// and Read return ErrClosed, and a new Dial is needed.
+func (c *Client) Done() <-chan struct{} { return c.dead }
 
 // Stats returns the counters.
 func (c *Client) Stats() ClientStats {

@@ -62,6 +62,16 @@ type ServerConfig struct {
 	MaxSessions int
 	// NewPacer makes the downlink pacer of a session (PassThrough when nil).
 	NewPacer func(identity string) Pacer
+	// NewConnPacer is NewPacer given the session's connection too (its
+	// Context carries what ConnContext put there); it wins over NewPacer.
+	NewConnPacer func(identity string, qc *quic.Conn) Pacer
+	// ConnContext, when set, derives each connection's context before its
+	// handshake (quic.Transport.ConnContext), and WrapTracer, when set,
+	// wraps the server's own per-connection trace (drop counting, qlog).
+	// Together they let a pacer see quic-go's packet and ACK events: the
+	// Wave pacer's quicwave.WithTrace and quicwave.Tracer (cmd/m2ho).
+	ConnContext func(ctx context.Context) context.Context
+	WrapTracer  func(inner func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace) func(context.Context, bool, quic.ConnectionID) qlogwriter.Trace
 	// QlogDir, when set, gets one qlog file per connection.
 	QlogDir string
 	// Log gets the server's log lines (zap.NewNop when nil).
@@ -108,6 +118,8 @@ type Server struct {
 	sessions int
 
 	ln      *quic.Listener
+	tr      *quic.Transport
+	udp     net.PacketConn
 	closing atomic.Bool
 	tunErr  atomic.Pointer[error] // why readTUN stopped, if not Close
 	wg      sync.WaitGroup
@@ -235,13 +247,17 @@ func (s *Server) TLSConfig() *tls.Config {
 }
 
 func (s *Server) quicConfig() *quic.Config {
+	tracer := s.tracer
+	if s.cfg.WrapTracer != nil {
+		tracer = s.cfg.WrapTracer(s.tracer)
+	}
 	return &quic.Config{
 		EnableDatagrams:    true,
 		InitialPacketSize:  1350,
 		MaxIdleTimeout:     30 * time.Second,
 		KeepAlivePeriod:    10 * time.Second,
 		MaxIncomingStreams: 16, // CONNECT-IP + hints + a few; bounds per-connection state
-		Tracer:             s.tracer,
+		Tracer:             tracer,
 	}
 }
 
@@ -251,12 +267,17 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: listen %s: %w", addr, err)
 	}
-	ln, err := quic.Listen(udp, s.TLSConfig(), s.quicConfig())
+	tr := &quic.Transport{Conn: udp}
+	if f := s.cfg.ConnContext; f != nil {
+		tr.ConnContext = func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) { return f(ctx), nil }
+	}
+	ln, err := tr.Listen(s.TLSConfig(), s.quicConfig())
 	if err != nil {
+		tr.Close()
 		udp.Close()
 		return nil, fmt.Errorf("tunnel: listen %s: %w", addr, err)
 	}
-	s.ln = ln
+	s.ln, s.tr, s.udp = ln, tr, udp
 	return ln.Addr(), nil
 }
 
@@ -421,7 +442,10 @@ func (s *Server) openSession(qc *quic.Conn) (*session, int, string) {
 		sess.addrs = append(sess.addrs, a)
 	}
 	sess.pacer = PassThrough{}
-	if s.cfg.NewPacer != nil {
+	switch {
+	case s.cfg.NewConnPacer != nil:
+		sess.pacer = s.cfg.NewConnPacer(id, qc)
+	case s.cfg.NewPacer != nil:
 		sess.pacer = s.cfg.NewPacer(id)
 	}
 	s.byConn[qc] = sess
@@ -747,6 +771,11 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	for _, qc := range conns {
 		qc.CloseWithError(0, "m2ho: server shutting down")
+	}
+	// quic.Transport does not close a socket it was given: free the port.
+	if s.tr != nil {
+		s.tr.Close()
+		s.udp.Close()
 	}
 	return err
 }

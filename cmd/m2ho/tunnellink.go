@@ -1,0 +1,490 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/quic-go/quic-go"
+	"go.uber.org/zap"
+
+	"github.com/m2ho/m2ho/proxy/tunnel"
+)
+
+// tunnelLink is the phone's tunnel as the engine sees it: one Sink (the
+// uplink of quic and quic+m2ho flows) and one Source (their downlink) that
+// outlive any one QUIC connection. A connection that ends (server restart,
+// idle timeout, a path that stayed dead) does not end the daemon: the link
+// redials with exponential backoff (0.5 s doubling to 30 s) and swaps the
+// new client in.
+//
+// While the tunnel is down:
+//   - Write takes the packets of tunnelled flows and drops them, counted
+//     (m2ho_tunnel_client_down_drops_total). They are not sent outside the
+//     tunnel: the flows are NATed to the tunnel's inner address, so the
+//     far end knows them only under that address, and a packet sent
+//     directly would reach it from another address (a new 4-tuple: a reset
+//     or a stray segment, never a continuation). The inner TCP retransmits
+//     as after any loss; SYNs of new flows are retried by the laptop's
+//     kernel (1 s, 3 s, 7 s, ...), so new flows start once the link is up.
+//   - Read blocks until a new client is up (or the link is closed).
+//
+// After a redial, flows survive only if the server assigned the same inner
+// address again (it does when the lease was released and nobody took it,
+// e.g. a single phone) and they did not time out meanwhile; otherwise the
+// log says the open flows break (their segments carry the old address,
+// which the server now drops as spoofed) and only new flows work.
+//
+// The link also follows the uplink's address (see watchUplink): QUIC
+// connection migration onto the new address, the connection and the
+// inner address kept.
+type tunnelLink struct {
+	flags tunnelFlags
+	log   *zap.Logger
+	// uplinkAddr, when set, returns the uplink interface's current address
+	// to bind to (no port); ok false when it has none.
+	uplinkAddr func() (netip.Addr, bool)
+
+	mu     sync.Mutex
+	cur    *tunnel.Client
+	up     chan struct{} // closed and replaced whenever cur changes to a live client
+	closed bool
+	done   chan struct{}
+	// addrs is the inner address set of the first session (the one the
+	// flows were NATed to).
+	addrs []netip.Prefix
+
+	st struct {
+		redials, redialFailures, addrChanged, downDrops atomic.Uint64
+		migrations, migrationFailures                   atomic.Uint64
+	}
+	// prev accumulates the counters of clients that are gone, so the
+	// exported counters never go backwards.
+	prevMu sync.Mutex
+	prev   tunnel.ClientStats
+}
+
+func newTunnelLink(f tunnelFlags, log *zap.Logger, uplinkAddr func() (netip.Addr, bool)) *tunnelLink {
+	return &tunnelLink{flags: f, log: log, uplinkAddr: uplinkAddr, up: make(chan struct{}), done: make(chan struct{})}
+}
+
+// localAddr is where a new client binds: --tunnel-local-addr, else the
+// uplink's current address (port chosen by the kernel), else any.
+func (l *tunnelLink) localAddr() string {
+	if l.flags.LocalAddr != "" {
+		return l.flags.LocalAddr
+	}
+	if l.uplinkAddr != nil {
+		if a, ok := l.uplinkAddr(); ok {
+			return netip.AddrPortFrom(a, 0).String()
+		}
+	}
+	return ""
+}
+
+// dial makes a new client and installs it.
+func (l *tunnelLink) dial(ctx context.Context) (*tunnel.Client, error) {
+	f := l.flags
+	f.LocalAddr = l.localAddr()
+	c, err := f.dial(ctx, l.log)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, errors.New("tunnel link closed")
+	}
+	if l.addrs == nil {
+		l.addrs = slices.Clone(c.Addresses())
+	} else if !slices.Equal(l.addrs, c.Addresses()) {
+		l.st.addrChanged.Add(1)
+		l.log.Error("tunnel redialled with other inner addresses: open tunnelled flows break (their packets carry the old address); new flows use the new one",
+			zap.Any("old", l.addrs), zap.Any("new", c.Addresses()))
+		l.addrs = slices.Clone(c.Addresses())
+	}
+	l.cur = c
+	close(l.up)
+	l.up = make(chan struct{})
+	return c, nil
+}
+
+// current is the live client, or nil while the tunnel is down.
+func (l *tunnelLink) current() *tunnel.Client {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cur
+}
+
+// supervise redials whenever the current client ends, until ctx ends or
+// the link is closed. c is the client dial installed first.
+func (l *tunnelLink) supervise(ctx context.Context, c *tunnel.Client) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.done:
+			return nil
+		case <-c.Done():
+		}
+		l.mu.Lock()
+		if l.cur == c {
+			l.cur = nil
+		}
+		l.mu.Unlock()
+		l.retire(c)
+		l.log.Warn("tunnel down: tunnelled flows are dropped (counted) until it is up again; redialling")
+		backoff := 500 * time.Millisecond
+		for {
+			l.st.redials.Add(1)
+			nc, err := l.dial(ctx)
+			if err == nil {
+				c = nc
+				l.log.Info("tunnel up again", zap.Any("addresses", nc.Addresses()), zap.Stringer("local", nc.LocalAddr()))
+				break
+			}
+			l.st.redialFailures.Add(1)
+			l.log.Warn("tunnel redial failed", zap.Error(err), zap.Duration("retry_in", backoff))
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-l.done:
+				return nil
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+		}
+	}
+}
+
+// retire closes a client that has ended and keeps its counters.
+func (l *tunnelLink) retire(c *tunnel.Client) {
+	c.Close()
+	s := c.Stats()
+	l.prevMu.Lock()
+	p := &l.prev
+	p.PacketsUp += s.PacketsUp
+	p.BytesUp += s.BytesUp
+	p.PacketsDown += s.PacketsDown
+	p.BytesDown += s.BytesDown
+	p.DropUpQueueFull += s.DropUpQueueFull
+	p.DropDownQueueFull += s.DropDownQueueFull
+	p.DropInvalid += s.DropInvalid
+	p.DropNATConflict += s.DropNATConflict
+	p.DropRefused += s.DropRefused
+	p.PTBSent += s.PTBSent
+	p.MSSClamped += s.MSSClamped
+	p.HintsSent += s.HintsSent
+	p.Migrations += s.Migrations
+	l.prevMu.Unlock()
+}
+
+// Name implements proxy.Sink and proxy.Source.
+func (l *tunnelLink) Name() string { return "tunnel " + l.flags.Server }
+
+// Write implements proxy.Sink: into the live client, or a counted drop
+// while the tunnel is down. It fails only once the link is closed.
+func (l *tunnelLink) Write(bufs [][]byte, offset int) (int, error) {
+	c := l.current()
+	if c != nil {
+		n, err := c.Write(bufs, offset)
+		if err == nil {
+			return n, nil
+		}
+	}
+	l.mu.Lock()
+	closed := l.closed
+	l.mu.Unlock()
+	if closed {
+		return 0, tunnel.ErrClosed
+	}
+	l.st.downDrops.Add(uint64(len(bufs)))
+	return len(bufs), nil
+}
+
+// Read implements proxy.Source: from the live client; while the tunnel is
+// down it waits for the next one. It fails only once the link is closed.
+func (l *tunnelLink) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	for {
+		l.mu.Lock()
+		c, up, closed := l.cur, l.up, l.closed
+		l.mu.Unlock()
+		if closed {
+			return 0, tunnel.ErrClosed
+		}
+		if c != nil {
+			n, err := c.Read(bufs, sizes, offset)
+			if n > 0 || err == nil {
+				return n, nil
+			}
+			// This client is gone: wait for the supervisor's next one.
+			select {
+			case <-c.Done():
+			case <-l.done:
+				return 0, tunnel.ErrClosed
+			}
+			l.mu.Lock()
+			if l.cur == c {
+				up = l.up
+			} else {
+				l.mu.Unlock()
+				continue
+			}
+			l.mu.Unlock()
+		}
+		select {
+		case <-up:
+		case <-l.done:
+			return 0, tunnel.ErrClosed
+		}
+	}
+}
+
+// Close implements proxy.Source: it ends the link and its client.
+func (l *tunnelLink) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	c := l.cur
+	l.cur = nil
+	close(l.done)
+	l.mu.Unlock()
+	if c != nil {
+		l.retire(c)
+	}
+	return nil
+}
+
+// SendHint sends on the live client (the hint forwarder's sink).
+func (l *tunnelLink) SendHint(h tunnel.Hint) error {
+	c := l.current()
+	if c == nil {
+		return errors.New("tunnel down")
+	}
+	return c.SendHint(h)
+}
+
+// Stats are the counters of all clients so far.
+func (l *tunnelLink) Stats() tunnel.ClientStats {
+	l.prevMu.Lock()
+	s := l.prev
+	l.prevMu.Unlock()
+	if c := l.current(); c != nil {
+		x := c.Stats()
+		s.PacketsUp += x.PacketsUp
+		s.BytesUp += x.BytesUp
+		s.PacketsDown += x.PacketsDown
+		s.BytesDown += x.BytesDown
+		s.DropUpQueueFull += x.DropUpQueueFull
+		s.DropDownQueueFull += x.DropDownQueueFull
+		s.DropInvalid += x.DropInvalid
+		s.DropNATConflict += x.DropNATConflict
+		s.DropRefused += x.DropRefused
+		s.PTBSent += x.PTBSent
+		s.MSSClamped += x.MSSClamped
+		s.HintsSent += x.HintsSent
+		s.Migrations += x.Migrations
+	}
+	return s
+}
+
+// ConnectionStats are quic-go's statistics of the live connection; ok
+// false while the tunnel is down.
+func (l *tunnelLink) ConnectionStats() (quic.ConnectionStats, bool) {
+	c := l.current()
+	if c == nil {
+		return quic.ConnectionStats{}, false
+	}
+	return c.ConnectionStats(), true
+}
+
+// checkUplink migrates the live connection when the address it sends from
+// is no longer the uplink's (the uplink's address changed). It does nothing
+// with --tunnel-local-addr (the operator chose the address) or without an
+// uplink address to move to.
+func (l *tunnelLink) checkUplink(ctx context.Context) {
+	if l.flags.LocalAddr != "" || l.uplinkAddr == nil {
+		return
+	}
+	c := l.current()
+	if c == nil {
+		return
+	}
+	want, ok := l.uplinkAddr()
+	if !ok {
+		return
+	}
+	ua, _ := c.LocalAddr().(*net.UDPAddr)
+	if ua != nil {
+		if have, ok := netip.AddrFromSlice(ua.IP); ok && have.Unmap() == want {
+			return
+		}
+	}
+	to := netip.AddrPortFrom(want, 0).String()
+	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Migrate(mctx, to); err != nil {
+		l.st.migrationFailures.Add(1)
+		l.log.Warn("tunnel migration failed (retried at the next check)", zap.String("to", to), zap.Error(err))
+		return
+	}
+	l.st.migrations.Add(1)
+}
+
+// watchUplink checks the uplink's address every interval and on each
+// value from kick (SIGHUP), migrating when it changed, until ctx ends.
+// Polling (the interface's address list) instead of a netlink
+// subscription: a phone's address changes at most every few seconds and
+// one poll a second costs one small system call.
+func (l *tunnelLink) watchUplink(ctx context.Context, every time.Duration, kick <-chan struct{}) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.done:
+			return nil
+		case <-t.C:
+		case <-kick:
+			l.log.Info("SIGHUP: checking the uplink address")
+		}
+		l.checkUplink(ctx)
+	}
+}
+
+// interfaceAddr returns a function giving the first global unicast address
+// of interface name in the family of server (IPv4 when server's family is
+// unknown).
+func interfaceAddr(name, server string) func() (netip.Addr, bool) {
+	want6 := false
+	if host, _, err := net.SplitHostPort(server); err == nil {
+		if a, err := netip.ParseAddr(host); err == nil {
+			want6 = a.Is6() && !a.Is4In6()
+		}
+	}
+	return func() (netip.Addr, bool) {
+		ifi, err := net.InterfaceByName(name)
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		addrs, err := ifi.Addrs()
+		if err != nil {
+			return netip.Addr{}, false
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			x, ok := netip.AddrFromSlice(ipn.IP)
+			if !ok {
+				continue
+			}
+			x = x.Unmap()
+			if x.Is6() != want6 || !x.IsGlobalUnicast() {
+				continue
+			}
+			return x, true
+		}
+		return netip.Addr{}, false
+	}
+}
+
+// describe is the start-up line for the tunnel.
+func (l *tunnelLink) describe(c *tunnel.Client) string {
+	return fmt.Sprintf("tunnel to %s from %s: inner addresses %v, routes %v", l.flags.Server, c.LocalAddr(), c.Addresses(), c.Routes())
+}
+
+// tunnelCollector exports the phone's tunnel: counters of all clients so
+// far, the link's redials and migrations, and quic-go's RTT estimates of
+// the live connection (the bench reports them next to the inner TCP's).
+type tunnelCollector struct {
+	link  *tunnelLink
+	hints *hintForwarder // nil with --tunnel-hints=false
+}
+
+var (
+	tcDescPackets = prometheus.NewDesc("m2ho_tunnel_client_packets_total", "Packets through the tunnel by direction (up: into the tunnel; down: returned to the TUN, local ICMP included).", []string{"dir"}, nil)
+	tcDescBytes   = prometheus.NewDesc("m2ho_tunnel_client_bytes_total", "Bytes through the tunnel by direction.", []string{"dir"}, nil)
+	tcDescDrops   = prometheus.NewDesc("m2ho_tunnel_client_drops_total", "Packets the tunnel client dropped by reason (down: the tunnel was down).", []string{"reason"}, nil)
+	tcDescPTB     = prometheus.NewDesc("m2ho_tunnel_client_packet_too_big_total", "ICMP Packet Too Big returned for packets above the inner MTU.", nil, nil)
+	tcDescClamp   = prometheus.NewDesc("m2ho_tunnel_client_mss_clamped_total", "TCP SYN/SYN-ACKs whose MSS was clamped to the inner MTU.", nil, nil)
+	tcDescHints   = prometheus.NewDesc("m2ho_tunnel_client_hints_total", "Hints by outcome (sent to the server, dropped: forwarder queue full).", []string{"outcome"}, nil)
+	tcDescRedial  = prometheus.NewDesc("m2ho_tunnel_client_redials_total", "Redial attempts after the tunnel went down, by outcome.", []string{"outcome"}, nil)
+	tcDescAddrChg = prometheus.NewDesc("m2ho_tunnel_client_inner_address_changes_total", "Redials that got other inner addresses (open tunnelled flows broke).", nil, nil)
+	tcDescMigr    = prometheus.NewDesc("m2ho_tunnel_client_migrations_total", "QUIC connection migrations to a new uplink address, by outcome.", []string{"outcome"}, nil)
+	tcDescUp      = prometheus.NewDesc("m2ho_tunnel_client_up", "1 while the tunnel connection is up.", nil, nil)
+	tcDescRTT     = prometheus.NewDesc("m2ho_tunnel_client_rtt_seconds", "quic-go's RTT estimates of the tunnel connection (min, smoothed, latest, mean deviation).", []string{"stat"}, nil)
+	tcDescQuic    = prometheus.NewDesc("m2ho_tunnel_client_quic_packets_total", "QUIC packets of the live connection (quic-go's statistics), by event.", []string{"event"}, nil)
+)
+
+func (t *tunnelCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{tcDescPackets, tcDescBytes, tcDescDrops, tcDescPTB, tcDescClamp, tcDescHints, tcDescRedial, tcDescAddrChg, tcDescMigr, tcDescUp, tcDescRTT, tcDescQuic} {
+		ch <- d
+	}
+}
+
+func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
+	s := t.link.Stats()
+	l := t.link
+	cnt := func(d *prometheus.Desc, v uint64, lv ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), lv...)
+	}
+	cnt(tcDescPackets, s.PacketsUp, "up")
+	cnt(tcDescPackets, s.PacketsDown, "down")
+	cnt(tcDescBytes, s.BytesUp, "up")
+	cnt(tcDescBytes, s.BytesDown, "down")
+	cnt(tcDescDrops, s.DropUpQueueFull, "up-queue-full")
+	cnt(tcDescDrops, s.DropDownQueueFull, "down-queue-full")
+	cnt(tcDescDrops, s.DropInvalid, "invalid")
+	cnt(tcDescDrops, s.DropNATConflict, "nat-conflict")
+	cnt(tcDescDrops, s.DropRefused, "refused")
+	cnt(tcDescDrops, l.st.downDrops.Load(), "tunnel-down")
+	cnt(tcDescPTB, s.PTBSent)
+	cnt(tcDescClamp, s.MSSClamped)
+	cnt(tcDescHints, s.HintsSent, "sent")
+	var hd uint64
+	if t.hints != nil {
+		hd = t.hints.dropped.Load()
+	}
+	cnt(tcDescHints, hd, "dropped")
+	cnt(tcDescRedial, l.st.redials.Load()-l.st.redialFailures.Load(), "ok")
+	cnt(tcDescRedial, l.st.redialFailures.Load(), "failed")
+	cnt(tcDescAddrChg, l.st.addrChanged.Load())
+	cnt(tcDescMigr, s.Migrations, "ok")
+	cnt(tcDescMigr, l.st.migrationFailures.Load(), "failed")
+	cs, up := l.ConnectionStats()
+	ch <- prometheus.MustNewConstMetric(tcDescUp, prometheus.GaugeValue, b2f(up))
+	if !up {
+		return
+	}
+	g := func(stat string, d time.Duration) {
+		ch <- prometheus.MustNewConstMetric(tcDescRTT, prometheus.GaugeValue, d.Seconds(), stat)
+	}
+	g("min", cs.MinRTT)
+	g("smoothed", cs.SmoothedRTT)
+	g("latest", cs.LatestRTT)
+	g("meandev", cs.MeanDeviation)
+	cnt(tcDescQuic, cs.PacketsSent, "sent")
+	cnt(tcDescQuic, cs.PacketsReceived, "received")
+	cnt(tcDescQuic, cs.PacketsLost, "lost")
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
