@@ -25,26 +25,31 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/m2ho/m2ho/proxy/tunnel"
+	"github.com/m2ho/m2ho/proxy/wave"
 	"github.com/m2ho/m2ho/tun"
 )
 
 // serverConfig is `m2ho server`'s configuration: flags, or the same keys in
 // a YAML file (configs/server.yaml); a flag given on the command line wins.
 type serverConfig struct {
-	Listen            string   `yaml:"listen"`
-	Cert              string   `yaml:"cert"`
-	Key               string   `yaml:"key"`
-	ClientCA          string   `yaml:"client-ca"`
-	InnerPrefixes     []string `yaml:"inner-prefix"`
-	Routes            []string `yaml:"route"`
-	TUN               string   `yaml:"tun"`
-	MTU               int      `yaml:"mtu"`
-	NoRouting         bool     `yaml:"no-routing"`
-	QueueLen          int      `yaml:"queue-len"`
-	MaxConnsPerClient int      `yaml:"max-conns-per-client"`
-	MaxSessions       int      `yaml:"max-sessions"`
-	MetricsAddr       string   `yaml:"metrics-addr"`
-	QlogDir           string   `yaml:"qlog-dir"`
+	Listen            string        `yaml:"listen"`
+	Cert              string        `yaml:"cert"`
+	Key               string        `yaml:"key"`
+	ClientCA          string        `yaml:"client-ca"`
+	InnerPrefixes     []string      `yaml:"inner-prefix"`
+	Routes            []string      `yaml:"route"`
+	TUN               string        `yaml:"tun"`
+	MTU               int           `yaml:"mtu"`
+	NoRouting         bool          `yaml:"no-routing"`
+	QueueLen          int           `yaml:"queue-len"`
+	MaxConnsPerClient int           `yaml:"max-conns-per-client"`
+	MaxSessions       int           `yaml:"max-sessions"`
+	MetricsAddr       string        `yaml:"metrics-addr"`
+	QlogDir           string        `yaml:"qlog-dir"`
+	TUNOffload        string        `yaml:"tun-offload"`
+	Pacer             string        `yaml:"pacer"`
+	WaveBurst         int           `yaml:"wave-burst"`
+	WaveMinTxTime     time.Duration `yaml:"wave-min-tx-time"`
 }
 
 func defaultServerConfig() serverConfig {
@@ -57,6 +62,10 @@ func defaultServerConfig() serverConfig {
 		MaxConnsPerClient: 4,
 		MaxSessions:       1024,
 		MetricsAddr:       "127.0.0.1:9478",
+		TUNOffload:        "auto",
+		Pacer:             pacerWave,
+		WaveBurst:         wave.DefaultBurstPackets,
+		WaveMinTxTime:     wave.DefaultMinTxTime,
 	}
 }
 
@@ -76,6 +85,13 @@ are dropped and counted. Per client identity (certificate CN) at most
 --max-conns-per-client connections; each session's downlink queue holds
 --queue-len packets (tail drop, counted). Hints from the phone arrive on the
 same connection (proxy/tunnel/HINTS.md) and are logged and counted.
+
+--pacer wave (the default) puts QUIC Wave's burst pacer in front of each
+session's downlink: bursts of --wave-burst packets, one every TxTime, TxTime
+from the dispersion of each burst's ACK train; a predicted handover caps
+bytes in flight at the hinted ŝ_max, an executed one restarts TxTime from
+the hinted c_est. --pacer none leaves pacing to quic-go (NewReno and its
+pacer), which stays underneath Wave in either case.
 
 The server creates a TUN device with its inner addresses and (unless
 --no-routing) turns on IP forwarding; all of it is undone on SIGINT/SIGTERM
@@ -119,6 +135,10 @@ Example (as root):
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "sessions open at once, all clients")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
 	fs.StringVar(&c.QlogDir, "qlog-dir", c.QlogDir, "write one qlog file per connection into this directory (empty: off)")
+	fs.StringVar(&c.TUNOffload, "tun-offload", c.TUNOffload, "TUN offloads (virtio-net header, TSO/USO, batches): auto (fall back to one packet per system call where the kernel refuses), on (fail instead), off")
+	fs.StringVar(&c.Pacer, "pacer", c.Pacer, "downlink pacer per session: wave (QUIC Wave bursts, handover hints applied) or none (quic-go's own pacing only)")
+	fs.IntVar(&c.WaveBurst, "wave-burst", c.WaveBurst, "packets per Wave burst (with TxTime >= --wave-min-tx-time this bounds the rate: 10 packets per 1ms is ~100 Mbit/s)")
+	fs.DurationVar(&c.WaveMinTxTime, "wave-min-tx-time", c.WaveMinTxTime, "floor of Wave's TxTime")
 	return cmd
 }
 
@@ -169,11 +189,45 @@ func (c *serverConfig) check(log *zap.Logger) (tunnel.ServerConfig, error) {
 			return sc, fmt.Errorf("--qlog-dir %q: not a directory", c.QlogDir)
 		}
 	}
+	if _, err := tun.ParseOffloadMode(c.TUNOffload); err != nil {
+		return sc, fmt.Errorf("--tun-offload: %w", err)
+	}
+	if _, err := c.pacers(log, &tunnel.ServerConfig{}); err != nil {
+		return sc, err
+	}
 	return sc, nil
+}
+
+// pacers installs the --pacer's hooks in sc; nil for none.
+func (c *serverConfig) pacers(log *zap.Logger, sc *tunnel.ServerConfig) (*wavePacers, error) {
+	switch c.Pacer {
+	case pacerNone:
+		return nil, nil
+	case pacerWave:
+		if c.WaveBurst < 1 {
+			return nil, fmt.Errorf("--wave-burst %d: must be positive", c.WaveBurst)
+		}
+		if c.WaveMinTxTime <= 0 {
+			return nil, fmt.Errorf("--wave-min-tx-time %v: must be positive", c.WaveMinTxTime)
+		}
+		wc := wave.DefaultConfig()
+		wc.BurstPackets, wc.MinTxTime = c.WaveBurst, c.WaveMinTxTime
+		w, err := newWavePacers(wc, c.MTU, log.Named("wave"))
+		if err != nil {
+			return nil, fmt.Errorf("--wave-burst/--wave-min-tx-time: %w", err)
+		}
+		w.install(sc)
+		return w, nil
+	}
+	return nil, fmt.Errorf("--pacer %q: want %s or %s", c.Pacer, pacerWave, pacerNone)
 }
 
 func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interface{ Write([]byte) (int, error) }) error {
 	sc, err := c.check(log)
+	if err != nil {
+		return err
+	}
+	waves, err := c.pacers(log, &sc)
 	if err != nil {
 		return err
 	}
@@ -198,14 +252,18 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	if _, err := net.InterfaceByName(c.TUN); err == nil {
 		return fmt.Errorf("--tun %q: an interface of that name exists already (another m2ho server running?)", c.TUN)
 	}
-	// TODO: use the offload TUN device (virtio-net header, TSO/USO,
-	// batching) from package tun once it lands; the water device moves one
-	// packet per system call.
-	dev, err := tun.OpenLinux(tun.LinuxConfig{Name: c.TUN, MTU: c.MTU})
+	offload, _ := tun.ParseOffloadMode(c.TUNOffload) // checked by check
+	dev, note, err := tun.Open(tun.Config{Name: c.TUN, MTU: c.MTU, Offload: offload})
 	if err != nil {
 		return err
 	}
 	undo = append(undo, func() { dev.Close() })
+	log.Info("TUN device", zap.String("name", dev.Name()), zap.String("tun_offload", offload.String()), zap.String("device", note))
+	if waves != nil {
+		fmt.Fprintf(out, "m2ho: pacer wave (bursts of %d packets, TxTime >= %v; quic-go's NewReno and pacer underneath)\n", c.WaveBurst, c.WaveMinTxTime)
+	} else {
+		fmt.Fprintln(out, "m2ho: pacer none (quic-go's NewReno and pacer only)")
+	}
 	srv, err := tunnel.NewServer(sc, dev)
 	if err != nil {
 		return err
@@ -218,7 +276,7 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	if err := ipCmd("link", "set", dev.Name(), "up"); err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d) with %v\n", dev.Name(), dev.MTU(), srv.ServerAddrs())
+	fmt.Fprintf(out, "m2ho: TUN %s (mtu %d) with %v: %s\n", dev.Name(), dev.MTU(), srv.ServerAddrs(), note)
 	if !c.NoRouting {
 		for _, k := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
 			prev, err := setSysctl(k, "1")
@@ -244,6 +302,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	if c.MetricsAddr != "" {
 		reg := prometheus.NewRegistry()
 		reg.MustRegister(&serverCollector{srv: srv})
+		if waves != nil {
+			reg.MustRegister(&waveCollector{w: waves})
+		}
 		ln, err := net.Listen("tcp", c.MetricsAddr)
 		if err != nil {
 			srv.Close()

@@ -25,6 +25,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/m2ho/m2ho/proxy/packet"
+	"github.com/m2ho/m2ho/tun"
 )
 
 // Device is the part of a packet device (tun.Device) the server needs: its
@@ -608,29 +609,45 @@ func (s *Server) writeDev(pkt []byte) {
 // their destination: MSS clamp on SYNs, Packet Too Big for oversize ones,
 // the session's bounded queue for the rest.
 func (s *Server) readTUN() {
-	const batch = 16
+	// The device's layout: the offload device (tun.Open) wants head-room
+	// for its virtio-net header and delivers a 64 KiB frame as up to
+	// BatchSize MTU-sized packets in one Read.
+	batch, off, size := 16, 0, 65535
+	if d, ok := s.dev.(tun.Device); ok {
+		lay := tun.LayoutOf(d)
+		if d.BatchSize() > batch {
+			batch, size = d.BatchSize(), max(s.cfg.MTU, 1500)+64
+		}
+		off = lay.Headroom
+	}
 	bufs := make([][]byte, batch)
 	sizes := make([]int, batch)
 	for i := range bufs {
-		bufs[i] = make([]byte, 65535)
+		bufs[i] = make([]byte, off+size)
 	}
 	ptb := make([]byte, PTBMaxLen)
 	var p packet.Parsed
 	for {
-		n, err := s.dev.Read(bufs, sizes, 0)
-		if err != nil {
-			if s.closing.Load() || errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
-				return
-			}
-			// Downlink would stop silently: end the server instead.
-			s.log.Error("reading the TUN", zap.Error(err))
-			s.tunErr.Store(&err)
-			s.Close()
+		n, err := s.dev.Read(bufs, sizes, off)
+		for i := range n {
+			s.dispatch(bufs[i][off:off+sizes[i]], &p, ptb)
+		}
+		if err == nil {
+			continue
+		}
+		if s.closing.Load() || errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed) || errors.Is(err, io.EOF) {
 			return
 		}
-		for i := range n {
-			s.dispatch(bufs[i][:sizes[i]], &p, ptb)
+		if n > 0 || tun.IsPacketError(err) {
+			// One frame the device could not deliver: dropped, counted.
+			s.st.dropInvalid.Add(1)
+			continue
 		}
+		// Downlink would stop silently: end the server instead.
+		s.log.Error("reading the TUN", zap.Error(err))
+		s.tunErr.Store(&err)
+		s.Close()
+		return
 	}
 }
 
