@@ -70,12 +70,14 @@ type runConfig struct {
 	TunnelLocalAddr  string `yaml:"tunnel-local-addr"`
 	TunnelQlogDir    string `yaml:"tunnel-qlog-dir"`
 	TunnelHints      bool   `yaml:"tunnel-hints"`
+	TunnelNATHost    string `yaml:"tunnel-nat-host"`
+	TunnelRTTLog     string `yaml:"tunnel-rtt-log"`
 }
 
 // tunnel is the tunnel part of the configuration.
 func (c *runConfig) tunnel() tunnelFlags {
 	return tunnelFlags{Server: c.TunnelServer, ServerName: c.TunnelServerName, CA: c.TunnelCA, Cert: c.TunnelCert,
-		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir}
+		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost}
 }
 
 func defaultRunConfig() runConfig {
@@ -182,6 +184,8 @@ Example (as root):
 	fs.StringVar(&c.TunnelKey, "tunnel-key", c.TunnelKey, "this phone's client key (PEM)")
 	fs.StringVar(&c.TunnelLocalAddr, "tunnel-local-addr", c.TunnelLocalAddr, "UDP address the tunnel sends from (default: the address of --uplink-if, followed when it changes; SIGHUP checks at once)")
 	fs.StringVar(&c.TunnelQlogDir, "tunnel-qlog-dir", c.TunnelQlogDir, "write the tunnel connection's qlog into this directory (empty: off)")
+	fs.StringVar(&c.TunnelNATHost, "tunnel-nat-host", c.TunnelNATHost, "tethered host that the tunnel's inner address stands for from the start, so the far side may open connections to it (default: the first host that sends)")
+	fs.StringVar(&c.TunnelRTTLog, "tunnel-rtt-log", c.TunnelRTTLog, "file to append the tunnel's RTT to every 100ms: unix_ns, latest, smoothed, min RTT in ms (quic-go's statistics; empty: off)")
 	fs.BoolVar(&c.TunnelHints, "tunnel-hints", c.TunnelHints, "send the controller's handover hints (predicted with ŝ_max, executed with c_est, withdrawn) to the tunnel server")
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
@@ -578,6 +582,14 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			func(ctx context.Context) error { return link.watchUplink(ctx, time.Second, kick) })
 		if hf != nil {
 			ps.serve = append(ps.serve, func(ctx context.Context) error { hf.run(ctx, link); return nil })
+		}
+		if c.TunnelRTTLog != "" {
+			f, err := os.OpenFile(c.TunnelRTTLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+			if err != nil {
+				return fmt.Errorf("--tunnel-rtt-log: %w", err)
+			}
+			undo = append(undo, func() { f.Close() })
+			ps.serve = append(ps.serve, func(ctx context.Context) error { return link.logRTT(ctx, f, 100*time.Millisecond) })
 		}
 	}
 	if c.SMaxDB != "" {

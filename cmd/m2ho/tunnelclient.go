@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync/atomic"
 	"time"
 
@@ -28,6 +29,7 @@ type tunnelFlags struct {
 	Key        string `yaml:"tunnel-key"`         // and its key
 	LocalAddr  string `yaml:"tunnel-local-addr"`  // uplink address to send from (default: any)
 	QlogDir    string `yaml:"tunnel-qlog-dir"`
+	NATHost    string // the tethered host the inner address stands for before it sent anything
 }
 
 // clientConfig checks the flags and loads the files, naming the flag at
@@ -49,8 +51,16 @@ func (f tunnelFlags) clientConfig(log *zap.Logger) (tunnel.ClientConfig, error) 
 	if err != nil {
 		return cc, fmt.Errorf("--tunnel-cert/--tunnel-key: %w", err)
 	}
+	var hosts []netip.Addr
+	if f.NATHost != "" {
+		a, err := netip.ParseAddr(f.NATHost)
+		if err != nil {
+			return cc, fmt.Errorf("--tunnel-nat-host %q: %v", f.NATHost, err)
+		}
+		hosts = append(hosts, a)
+	}
 	return tunnel.ClientConfig{Server: f.Server, ServerName: f.ServerName, RootCAs: pool, Certificate: crt,
-		LocalAddr: f.LocalAddr, NAT: true, QlogDir: f.QlogDir, Log: log.Named("tunnel")}, nil
+		LocalAddr: f.LocalAddr, NAT: true, NATHosts: hosts, QlogDir: f.QlogDir, Log: log.Named("tunnel")}, nil
 }
 
 // dialTunnel dials with a bounded wait, naming the flag on failure.

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"slices"
@@ -184,6 +186,7 @@ func (l *tunnelLink) retire(c *tunnel.Client) {
 	p.MSSClamped += s.MSSClamped
 	p.HintsSent += s.HintsSent
 	p.Migrations += s.Migrations
+	p.SendsPathGone += s.SendsPathGone
 	l.prevMu.Unlock()
 }
 
@@ -295,6 +298,7 @@ func (l *tunnelLink) Stats() tunnel.ClientStats {
 		s.MSSClamped += x.MSSClamped
 		s.HintsSent += x.HintsSent
 		s.Migrations += x.Migrations
+		s.SendsPathGone += x.SendsPathGone
 	}
 	return s
 }
@@ -452,6 +456,7 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescDrops, s.DropNATConflict, "nat-conflict")
 	cnt(tcDescDrops, s.DropRefused, "refused")
 	cnt(tcDescDrops, l.st.downDrops.Load(), "tunnel-down")
+	cnt(tcDescDrops, s.SendsPathGone, "udp-path-gone")
 	cnt(tcDescPTB, s.PTBSent)
 	cnt(tcDescClamp, s.MSSClamped)
 	cnt(tcDescHints, s.HintsSent, "sent")
@@ -487,4 +492,31 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// logRTT appends a line every interval while the tunnel is up: unix_ns,
+// then quic-go's latest, smoothed and min RTT in ms (the bench's tunnel
+// RTT), until ctx ends.
+func (l *tunnelLink) logRTT(ctx context.Context, w io.Writer, every time.Duration) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "unix_ns\tlatest_ms\tsmoothed_ms\tmin_ms\n")
+	t := time.NewTicker(every)
+	defer t.Stop()
+	defer bw.Flush()
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			cs, up := l.ConnectionStats()
+			if !up || cs.LatestRTT == 0 {
+				continue
+			}
+			fmt.Fprintf(bw, "%d\t%.3f\t%.3f\t%.3f\n", now.UnixNano(), ms(cs.LatestRTT), ms(cs.SmoothedRTT), ms(cs.MinRTT))
+			if err := bw.Flush(); err != nil {
+				return fmt.Errorf("--tunnel-rtt-log: %w", err)
+			}
+		}
+	}
 }

@@ -51,6 +51,11 @@ type ClientConfig struct {
 	// tethered traffic. One tethered host per address family: packets from
 	// a second one are dropped and counted (NAPT is not done).
 	NAT bool
+	// NATHosts pre-set the tethered host of each family (at most one per
+	// family), so that the far side can open connections to it before it
+	// sent anything (a downlink SYN to the inner address reaches it). Only
+	// with NAT.
+	NATHosts []netip.Addr
 	// QlogDir, when set, gets the connection's qlog file.
 	QlogDir string
 	// Log gets the client's log lines (zap.NewNop when nil).
@@ -70,6 +75,7 @@ type ClientStats struct {
 	MSSClamped             uint64
 	HintsSent              uint64
 	Migrations             uint64
+	SendsPathGone          uint64 // UDP sends refused (address or route gone): taken as lost
 }
 
 // Client is the phone's end of the tunnel: a CONNECT-IP session over one
@@ -111,6 +117,7 @@ type Client struct {
 		packetsUp, bytesUp, packetsDown, bytesDown atomic.Uint64
 		invalid, natConflict, refused, ptb, clamp  atomic.Uint64
 		hints, migrations                          atomic.Uint64
+		pathGone                                   atomic.Uint64 // sends refused for want of an address/route: lost
 	}
 }
 
@@ -150,15 +157,24 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("tunnel: local address %q: %w", cfg.LocalAddr, err)
 	}
-	tr := &quic.Transport{Conn: udp}
 	c = &Client{
 		cfg: cfg, log: cfg.Log,
-		up:         newQueue(cfg.QueueLen, cfg.MTU),
-		down:       newQueue(cfg.QueueLen, max(cfg.MTU, PTBMaxLen)),
-		transports: []*quic.Transport{tr},
-		sockets:    []net.PacketConn{udp},
-		local:      udp.LocalAddr(),
-		dead:       make(chan struct{}),
+		up:      newQueue(cfg.QueueLen, cfg.MTU),
+		down:    newQueue(cfg.QueueLen, max(cfg.MTU, PTBMaxLen)),
+		sockets: []net.PacketConn{udp},
+		local:   udp.LocalAddr(),
+		dead:    make(chan struct{}),
+	}
+	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone)}
+	c.transports = []*quic.Transport{tr}
+	for _, h := range cfg.NATHosts {
+		h = h.Unmap()
+		f := family(h)
+		if !h.IsValid() || c.natOrig[f].IsValid() {
+			udp.Close()
+			return nil, fmt.Errorf("tunnel: NAT host %v: want at most one valid address per family", h)
+		}
+		c.natOrig[f] = h
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	cl := c // the returns below set c to nil
@@ -538,7 +554,7 @@ func (c *Client) Migrate(ctx context.Context, localAddr string) error {
 	if err != nil {
 		return fmt.Errorf("tunnel: migrate to %q: %w", localAddr, err)
 	}
-	tr := &quic.Transport{Conn: udp}
+	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone)}
 	path, err := c.qc.AddPath(tr)
 	if err != nil {
 		tr.Close()
@@ -581,7 +597,7 @@ func (c *Client) Stats() ClientStats {
 		DropUpQueueFull: c.up.dropped.Load(), DropDownQueueFull: c.down.dropped.Load(),
 		DropInvalid: c.st.invalid.Load(), DropNATConflict: c.st.natConflict.Load(),
 		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
-		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(),
+		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),
 	}
 }
 
