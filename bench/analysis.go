@@ -37,6 +37,9 @@ type RunData struct {
 	// Verdicts are the proxy's verdict counters over time (nil: not
 	// recorded).
 	Verdicts []VerdictSample
+	// TunnelRTTms are the tunnel's own RTT samples (quic-go's latest RTT,
+	// every 0.1 s; tunnel variants only).
+	TunnelRTTms []float64
 }
 
 // Alignment places iperf3's intervals on the emulator's clock.
@@ -305,6 +308,7 @@ type RunResult struct {
 	Convergence []Convergence
 	Retransmits int64
 	RTTms       []float64 // per sender interval with an RTT sample
+	TunnelRTTms []float64 // the QUIC tunnel's RTT samples (tunnel variants)
 	Emu         EmulatorSummary
 	Capacity    []CapacityBin
 	Handovers   []HandoverRow
@@ -331,7 +335,7 @@ func (r RunResult) Valid() bool { return len(r.Problems) == 0 }
 // data cannot be placed in time at all; everything else that makes the
 // run unusable is a Problem.
 func AnalyzeRun(d RunData) (RunResult, error) {
-	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers}
+	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers, TunnelRTTms: d.TunnelRTTms}
 	a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNS, d.Sender.TimeSecs)
 	if err != nil {
 		return r, fmt.Errorf("%s run %d: %w", d.Variant, d.Index+1, err)

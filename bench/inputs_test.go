@@ -179,8 +179,8 @@ func TestParseVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []Variant{{"pass", []string{"--default-mode", "pass"}}, {"m2ho", []string{"--default-mode", "m2ho"}},
-		{"lam2", []string{"--default-mode", "m2ho", "--lambda", "2"}}}
+	want := []Variant{{Name: "pass", Args: []string{"--default-mode", "pass"}}, {Name: "m2ho", Args: []string{"--default-mode", "m2ho"}},
+		{Name: "lam2", Args: []string{"--default-mode", "m2ho", "--lambda", "2"}}}
 	if !reflect.DeepEqual(vs, want) {
 		t.Errorf("%+v, want %+v", vs, want)
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -255,6 +256,9 @@ const (
 	emuSubdir       = "emu"
 	proxyLogFile    = "proxy.log"
 	emulatorLogFile = "emulate.log"
+	// Tunnel variants only.
+	tunnelServerLogFile = "tunnel-server.log"
+	tunnelRTTFile       = "tunnel-rtt.tsv"
 )
 
 // runMeta is run.json: what the bench knew about a run that no child
@@ -296,6 +300,13 @@ func LoadRun(dir string) (RunData, error) {
 	}
 	if d.SMax, err = readSMaxDB(filepath.Join(dir, smaxDBFile)); err != nil {
 		return d, err
+	}
+	if fh, err := os.Open(filepath.Join(dir, tunnelRTTFile)); err == nil {
+		d.TunnelRTTms, err = ReadTunnelRTT(fh, filepath.Join(dir, tunnelRTTFile))
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
 	}
 	if fh, err := os.Open(filepath.Join(dir, verdictFile)); err == nil {
 		d.Verdicts, err = ReadVerdictLog(fh, filepath.Join(dir, verdictFile))
@@ -550,10 +561,22 @@ func (r *runner) run(ctx context.Context) (err error) {
 	c := r.chain
 	bin := r.cfg.Binary
 
+	// 0. For a tunnel variant, the tunnel server beyond the emulator.
+	target := c.LaptopAddr4.String()
+	var tunnelArgs []string
+	if r.v.Tunnel() {
+		var err error
+		if tunnelArgs, err = r.startTunnelServer(ctx); err != nil {
+			return err
+		}
+		target = tunnelInner
+	}
+
 	// 1. The proxy on the phone; ready when its signalling socket exists.
 	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
 		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile),
 		"--verdict-log", filepath.Join(r.dir, verdictFile)}, r.v.Args...)
+	proxyArgs = append(proxyArgs, tunnelArgs...)
 	proxyLog := filepath.Join(r.dir, proxyLogFile)
 	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
 	if err != nil {
@@ -571,7 +594,9 @@ func (r *runner) run(ctx context.Context) (err error) {
 	emuArgs := []string{bin, "emulate", "--scenario", r.cfg.Scenario, "--scale", strconv.FormatFloat(r.cfg.Scale, 'g', -1, 64),
 		"--seed", strconv.FormatUint(r.seed, 10), "--duration", emuDur.String(), "--signal-socket", r.sock,
 		"--out", filepath.Join(r.dir, emuSubdir), "--tun", emuTUN, "--ue-if", netns.EmuInIf, "--net-if", netns.EmuOutIf,
-		"--ue-net", "10.77.1.0/24,fd77:1::/64"}
+		// The phone's uplink address too: the tunnel's UDP goes to it
+		// (nothing else does), and it must count as downlink.
+		"--ue-net", "10.77.1.0/24,fd77:1::/64," + c.PhoneUplink4.String() + "/32," + c.PhoneUplink6.String() + "/128"}
 	if r.cfg.DataDir != "" {
 		emuArgs = append(emuArgs, "--data-dir", r.cfg.DataDir)
 	}
@@ -645,7 +670,7 @@ func (r *runner) run(ctx context.Context) (err error) {
 	if err := os.WriteFile(filepath.Join(r.dir, runMetaFile), mb, 0o644); err != nil {
 		return err
 	}
-	cliCmd := c.Exec(netns.Server, "iperf3", "-c", c.LaptopAddr4.String(), "-p", port, "-C", "cubic",
+	cliCmd := c.Exec(netns.Server, "iperf3", "-c", target, "-p", port, "-C", "cubic",
 		"-J", "-i", "0.1", "-t", strconv.Itoa(r.secs))
 	var cliOut, cliErr bytes.Buffer
 	cliCmd.Stdout, cliCmd.Stderr = &cliOut, &cliErr
@@ -680,6 +705,63 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}
 	proxy.stop(5 * time.Second)
 	return nil
+}
+
+// ReadTunnelRTT reads `m2ho run --tunnel-rtt-log`: a header, then
+// unix_ns, latest, smoothed, min RTT (ms) per line; it returns the latest
+// RTT samples. A malformed line is an error naming name:line.
+func ReadTunnelRTT(r io.Reader, name string) ([]float64, error) {
+	sc := bufio.NewScanner(r)
+	var out []float64
+	for n := 1; sc.Scan(); n++ {
+		f := strings.Split(sc.Text(), "\t")
+		if n == 1 && len(f) > 0 && f[0] == "unix_ns" {
+			continue
+		}
+		if len(f) != 4 {
+			return nil, fmt.Errorf("%s:%d: want 4 tab-separated fields, got %d", name, n, len(f))
+		}
+		v, err := strconv.ParseFloat(f[1], 64)
+		if err != nil || v < 0 {
+			return nil, fmt.Errorf("%s:%d: latest RTT %q: want a non-negative number of ms", name, n, f[1])
+		}
+		out = append(out, v)
+	}
+	return out, sc.Err()
+}
+
+// tunnelInner is the inner address the tunnel server gives the phone (the
+// first of its pool; one session per run): the download's destination in
+// the tunnel variants, NATed by the phone to the laptop (--tunnel-nat-host).
+const tunnelInner = "10.78.0.2"
+
+// startTunnelServer makes keys (m2ho keys) in the run's directory, starts
+// `m2ho server` in the server namespace with the variant's ServerArgs and
+// waits until it listens; it returns the tunnel flags for `m2ho run`.
+func (r *runner) startTunnelServer(ctx context.Context) ([]string, error) {
+	c, bin := r.chain, r.cfg.Binary
+	pki := filepath.Join(r.dir, "pki")
+	if out, err := exec.Command(bin, "keys", "--out", pki, "--server-name", "localhost", "--client", "phone-1").CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("m2ho keys: %v: %s", err, bytes.TrimSpace(out))
+	}
+	listen := netip.AddrPortFrom(c.ServerAddr4, 4433).String()
+	args := append([]string{bin, "server", "--listen", listen,
+		"--cert", filepath.Join(pki, "server.crt"), "--key", filepath.Join(pki, "server.key"), "--client-ca", filepath.Join(pki, "ca.crt"),
+		"--inner-prefix", "10.78.0.0/24", "--route", c.ServerAddr4.String() + "/32", "--tun", "m2hos0", "--metrics-addr", ""}, r.v.ServerArgs...)
+	logPath := filepath.Join(r.dir, tunnelServerLogFile)
+	srv, err := r.start("m2ho server", logPath, c.Exec(netns.Server, args...))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "m2ho server listening on "+listen, 15*time.Second, srv, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return bytes.Contains(b, []byte("listening on"))
+	}); err != nil {
+		return nil, fmt.Errorf("%w; server log: %s", err, tail(logPath))
+	}
+	return []string{"--tunnel-server", listen, "--tunnel-server-name", "localhost",
+		"--tunnel-ca", filepath.Join(pki, "ca.crt"), "--tunnel-cert", filepath.Join(pki, "phone-1.crt"), "--tunnel-key", filepath.Join(pki, "phone-1.key"),
+		"--tunnel-nat-host", c.LaptopAddr4.String(), "--tunnel-rtt-log", filepath.Join(r.dir, tunnelRTTFile)}, nil
 }
 
 // readServer copies the receiver's lines to the log with their arrival

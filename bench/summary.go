@@ -63,6 +63,11 @@ type VariantSummary struct {
 	Retransmits int64   `json:"retransmits"`
 	RTTMsP50    float64 `json:"rtt_ms_p50"`
 	RTTMsP95    float64 `json:"rtt_ms_p95"`
+	// TunnelRTTMs*: the QUIC tunnel's own RTT (quic-go, tunnel variants;
+	// 0 otherwise), next to the inner TCP's RTT above.
+	TunnelRTTMsMean float64 `json:"tunnel_rtt_ms_mean"`
+	TunnelRTTMsP50  float64 `json:"tunnel_rtt_ms_p50"`
+	TunnelRTTMsP95  float64 `json:"tunnel_rtt_ms_p95"`
 
 	Args              []string  `json:"args"`
 	GoodputMbpsRuns   []float64 `json:"goodput_mbps_runs"`
@@ -185,7 +190,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		byWin := map[string][]float64{}
 		var all []Bin
 		byType := map[string]TypeTally{}
-		var rtts []float64
+		var rtts, trtts []float64
 		for _, r := range runs {
 			if r.Variant != v.Name {
 				continue
@@ -221,6 +226,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 			}
 			vs.Retransmits += r.Retransmits
 			rtts = append(rtts, r.RTTms...)
+			trtts = append(trtts, r.TunnelRTTms...)
 			vs.DupAcks += r.Emu.DupAcksUp
 			vs.OverflowDrops += r.Emu.OverflowDrops
 			vs.ReorderFlushes += r.Emu.ReorderFlushes
@@ -237,6 +243,9 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		vs.ConvergenceSP50 = zeroNaN(Percentile(vs.ConvergenceS, 50))
 		vs.RTTMsP50 = zeroNaN(Percentile(rtts, 50))
 		vs.RTTMsP95 = zeroNaN(Percentile(rtts, 95))
+		vs.TunnelRTTMsMean = zeroNaN(Mean(trtts))
+		vs.TunnelRTTMsP50 = zeroNaN(Percentile(trtts, 50))
+		vs.TunnelRTTMsP95 = zeroNaN(Percentile(trtts, 95))
 		if vs.Runs > 0 {
 			vs.RetransmitsPerRun = float64(vs.Retransmits) / float64(vs.Runs)
 		}
@@ -361,6 +370,8 @@ func mdRows(s Summary) []mdRow {
 		mdRow{"dup ACKs at sender (total)", 0, func(v VariantSummary) float64 { return float64(v.DupAcks) }},
 		mdRow{"RTT p50 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP50 }},
 		mdRow{"RTT p95 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP95 }},
+		mdRow{"tunnel RTT mean (ms)", mdMsDec, func(v VariantSummary) float64 { return v.TunnelRTTMsMean }},
+		mdRow{"tunnel RTT p95 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.TunnelRTTMsP95 }},
 		mdRow{"runs", 0, func(v VariantSummary) float64 { return float64(v.Runs) }},
 	)
 	for _, k := range KernelCounters {

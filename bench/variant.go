@@ -11,7 +11,15 @@ import (
 type Variant struct {
 	Name string
 	Args []string
+	// ServerArgs, when not nil, make this a tunnel variant: the run starts
+	// `m2ho server` with them in the server namespace and gives `m2ho
+	// run` the tunnel's flags (keys from `m2ho keys` in the run's
+	// directory); the download then goes to the tunnel's inner address.
+	ServerArgs []string `json:",omitempty"`
 }
+
+// Tunnel reports whether v carries its flows in the QUIC tunnel.
+func (v Variant) Tunnel() bool { return v.ServerArgs != nil }
 
 // BuiltinVariants are the variants known by name alone.
 var BuiltinVariants = map[string][]string{
@@ -19,6 +27,24 @@ var BuiltinVariants = map[string][]string{
 	// nothing, so the comparison isolates M2HO's actions.
 	"pass": {"--default-mode", "pass"},
 	"m2ho": {"--default-mode", "m2ho"},
+	// The tunnel variants (the server's side in TunnelServerArgs):
+	// quic: quic-go's own NewReno and pacer, no Wave, no hints;
+	// quic-wave: Wave bursts on the server, no hints; quic-wave-hints:
+	// Wave plus the controller's hints (ŝ_max cap while predicted, restart
+	// from c_est when executed); quic+m2ho: that, and M2HO's verdicts on
+	// the inner TCP's uplink ACKs.
+	"quic":            {"--default-mode", "quic", "--tunnel-hints=false"},
+	"quic-wave":       {"--default-mode", "quic", "--tunnel-hints=false"},
+	"quic-wave-hints": {"--default-mode", "quic", "--tunnel-hints=true"},
+	"quic+m2ho":       {"--default-mode", "quic+m2ho", "--tunnel-hints=true"},
+}
+
+// TunnelServerArgs are the `m2ho server` arguments of the tunnel variants.
+var TunnelServerArgs = map[string][]string{
+	"quic":            {"--pacer", "none"},
+	"quic-wave":       {"--pacer", "wave"},
+	"quic-wave-hints": {"--pacer", "wave"},
+	"quic+m2ho":       {"--pacer", "wave"},
 }
 
 // ParseVariants resolves variant names. defs are extra definitions
@@ -33,7 +59,7 @@ func ParseVariants(names []string, defs []string) ([]Variant, error) {
 		name, args, ok := strings.Cut(d, "=")
 		name = strings.TrimSpace(name)
 		if !ok || !validName(name) {
-			return nil, fmt.Errorf("--variant-def %q: want NAME=ARGS with NAME of letters, digits, '-', '_'", d)
+			return nil, fmt.Errorf("--variant-def %q: want NAME=ARGS with NAME of letters, digits, '-', '_', '+'", d)
 		}
 		known[name] = strings.Fields(args)
 	}
@@ -46,13 +72,17 @@ func ParseVariants(names []string, defs []string) ([]Variant, error) {
 		n = strings.TrimSpace(n)
 		args, ok := known[n]
 		if !ok {
-			return nil, fmt.Errorf("--variants: unknown variant %q (builtin: pass, m2ho; define others with --variant-def NAME=ARGS)", n)
+			return nil, fmt.Errorf("--variants: unknown variant %q (builtin: pass, m2ho, quic, quic-wave, quic-wave-hints, quic+m2ho; define others with --variant-def NAME=ARGS)", n)
 		}
 		if seen[n] {
 			return nil, fmt.Errorf("--variants: %q given twice", n)
 		}
 		seen[n] = true
-		out = append(out, Variant{Name: n, Args: append([]string(nil), args...)})
+		v := Variant{Name: n, Args: append([]string(nil), args...)}
+		if sa, ok := TunnelServerArgs[n]; ok {
+			v.ServerArgs = append([]string{}, sa...)
+		}
+		out = append(out, v)
 	}
 	return out, nil
 }
@@ -62,7 +92,7 @@ func validName(s string) bool {
 		return false
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '+') {
 			return false
 		}
 	}

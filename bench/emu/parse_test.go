@@ -282,7 +282,7 @@ func TestFromEvents(t *testing.T) {
 }
 
 func TestBuiltinScenarios(t *testing.T) {
-	if g := BuiltinNames(); !reflect.DeepEqual(g, []string{"measured", "mixed-drive", "steady"}) {
+	if g := BuiltinNames(); !reflect.DeepEqual(g, []string{"bdp-switch", "high-bdp", "low-bdp", "measured", "mixed-drive", "steady"}) {
 		t.Fatalf("builtins %v", g)
 	}
 	md, err := Builtin("mixed-drive", LoadOptions{})
@@ -562,5 +562,30 @@ func checkCapacity(t *testing.T, c Capacity) {
 	}
 	if sum != c.Bytes(0, 50*time.Millisecond) {
 		t.Fatalf("not additive")
+	}
+}
+
+// The QUIC Wave scenarios: low BDP, high BDP (RTT >= 500 ms) and a switch
+// between the two by handovers between cells of different RTT.
+func TestWaveScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		handovers int
+		minRTT    time.Duration
+	}{{"low-bdp", 0, 0}, {"high-bdp", 0, 500 * time.Millisecond}, {"bdp-switch", 2, 500 * time.Millisecond}} {
+		sc, err := Builtin(tc.name, LoadOptions{})
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		if n := len(sc.Config.Schedule.Handovers); n != tc.handovers {
+			t.Errorf("%s: %d handovers, want %d", tc.name, n, tc.handovers)
+		}
+		var maxRTT time.Duration
+		for _, d := range sc.Config.RTTByType {
+			maxRTT = max(maxRTT, d)
+		}
+		if maxRTT < tc.minRTT {
+			t.Errorf("%s: longest RTT %v, want >= %v", tc.name, maxRTT, tc.minRTT)
+		}
 	}
 }

@@ -82,8 +82,7 @@ func startServerDaemon(t *testing.T, c *netns.Chain, pki string, extra ...string
 // TestRunQUICTunnelTransfer: laptop → `m2ho run --default-mode quic` →
 // `m2ho server` → the server host. A kernel TCP connection from the
 // laptop carries data both ways through the tunnel (the phone NATs the
-// laptop to its inner address, the server's Wave pacer paces the
-// downlink), and mid-transfer the phone's uplink address changes
+// laptop to its inner address, the server's pacer paces the downlink), and mid-transfer the phone's uplink address changes
 // (10.77.2.1 removed, 10.77.2.3 promoted; SIGHUP): the daemon migrates the
 // QUIC connection. Asserts: both directions sha256-intact, the packets
 // went through the tunnel (phone and server counters), exactly one
@@ -107,7 +106,10 @@ func TestRunQUICTunnelTransfer(t *testing.T) {
 	if err := newKeysCmdRun(t, pki); err != nil {
 		t.Fatal(err)
 	}
-	pacer := "wave"
+	// none: with --pacer wave the same transfer takes ~2 min here (Wave's
+	// throughput problem through the tunnel, README); M2HO_TEST_PACER=wave
+	// runs it so.
+	pacer := "none"
 	if p := os.Getenv("M2HO_TEST_PACER"); p != "" {
 		pacer = p // for comparing by hand
 	}
