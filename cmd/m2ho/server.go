@@ -65,9 +65,9 @@ func defaultServerConfig() serverConfig {
 		TUNOffload:        "auto",
 		// none until Wave's throughput through the tunnel is understood:
 		// on loopback it holds a transfer to a few Mbit/s (see README).
-		Pacer:             pacerNone,
-		WaveBurst:         wave.DefaultBurstPackets,
-		WaveMinTxTime:     wave.DefaultMinTxTime,
+		Pacer:         pacerNone,
+		WaveBurst:     wave.DefaultBurstPackets,
+		WaveMinTxTime: wave.DefaultMinTxTime,
 	}
 }
 
