@@ -135,7 +135,21 @@ type wavePacer struct {
 	p      *wave.Pacer
 	ev     *wave.Events
 	relNow time.Time // instant of the last budget that allowed packets
+	// holdSince is when a new burst window could have opened with fewer
+	// than a burst's packets queued (zero: not holding).
+	holdSince time.Time
 }
+
+// burstHold is the longest a new burst waits for a full burst's packets
+// (or TxTime, if shorter). Wave measures only bursts released at one
+// instant; a TCP sender inside the tunnel hands its segments over one by
+// one (the kernel paces them), so releasing each as it comes would make
+// every burst "spread" (no ATD, no recovery update) and TxTime would stay
+// at its initial 200 ms: 10 packets per 200 ms, ~0.5 Mbit/s, for good.
+// Holding the window's start until a burst is queued (a slow-starting TCP
+// fills one within a few ms) lets Wave measure; an application-limited
+// flow waits at most burstHold per burst.
+const burstHold = 5 * time.Millisecond
 
 // Budget drains quic-go's events into the pacer and answers how many
 // packets may go now; with none, how long until the next burst window (or
@@ -146,6 +160,16 @@ func (w *wavePacer) Budget(now time.Time, queued int) (int, time.Duration) {
 	w.ev.DrainInto(w.p)
 	packets, bytes := w.p.Budget(now)
 	if packets > 0 {
+		if full := w.p.Config().BurstPackets; packets == full && queued < full {
+			if w.holdSince.IsZero() {
+				w.holdSince = now
+			}
+			hold := min(w.p.TxTime(), burstHold)
+			if held := now.Sub(w.holdSince); held < hold {
+				return 0, hold - held
+			}
+		}
+		w.holdSince = time.Time{}
 		n := min(packets, queued)
 		if bytes != math.MaxInt {
 			// cwnd-like: go on while below the cap (overshoot < 1 packet).

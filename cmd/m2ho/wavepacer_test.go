@@ -31,6 +31,22 @@ func newTestWavePacer(t *testing.T) (*wavePacers, *wavePacer) {
 func TestWavePacerAdapter(t *testing.T) {
 	set, w := newTestWavePacer(t)
 	t0 := time.Unix(1000, 0)
+	// Fewer than a burst queued: the window waits for more (burstHold),
+	// then lets them go as they are.
+	if n, wait := w.Budget(t0.Add(-10*time.Millisecond), 3); n != 0 || wait != burstHold {
+		t.Fatalf("3 queued: %d, %v; want a hold of %v", n, wait, burstHold)
+	}
+	if n, wait := w.Budget(t0.Add(-8*time.Millisecond), 4); n != 0 || wait != 3*time.Millisecond {
+		t.Fatalf("4 queued 2ms later: %d, %v; want the 3ms left of the hold", n, wait)
+	}
+	set2, w2 := newTestWavePacer(t)
+	_ = set2
+	if n, _ := w2.Budget(t0, 3); n != 0 {
+		t.Fatal("no hold")
+	}
+	if n, _ := w2.Budget(t0.Add(burstHold), 3); n != 3 {
+		t.Fatalf("after the hold %d, want the 3 queued", n)
+	}
 	n, wait := w.Budget(t0, 25)
 	if n != 10 || wait != 0 {
 		t.Fatalf("first budget %d, %v; want a burst of 10 now", n, wait)
