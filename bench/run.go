@@ -670,8 +670,13 @@ func (r *runner) run(ctx context.Context) (err error) {
 	if err := os.WriteFile(filepath.Join(r.dir, runMetaFile), mb, 0o644); err != nil {
 		return err
 	}
-	cliCmd := c.Exec(netns.Server, "iperf3", "-c", target, "-p", port, "-C", "cubic",
-		"-J", "-i", "0.1", "-t", strconv.Itoa(r.secs))
+	cliArgs := []string{"iperf3", "-c", target, "-p", port, "-C", "cubic", "-J", "-i", "0.1", "-t", strconv.Itoa(r.secs)}
+	if r.v.Tunnel() {
+		// The source must lie in the tunnel's advertised route (the
+		// kernel would pick the server TUN's own inner address).
+		cliArgs = append(cliArgs, "-B", c.ServerAddr4.String())
+	}
+	cliCmd := c.Exec(netns.Server, cliArgs...)
 	var cliOut, cliErr bytes.Buffer
 	cliCmd.Stdout, cliCmd.Stderr = &cliOut, &cliErr
 	cli, err := r.start("iperf3 client", "", cliCmd)
