@@ -36,8 +36,18 @@ summary.json, summary.md (read this first), throughput.png,
 convergence_cdf.png, goodput_by_type.png, and runs/<variant>-<i>/ with every
 raw file. Needs root, Linux, ip, ss and iperf3.
 
-Variants: pass (proxy on the path, does nothing) and m2ho are builtin;
-define more with --variant-def NAME='ARGS for m2ho run'.
+Variants: pass (proxy on the path, does nothing) and m2ho are builtin, and
+the QUIC tunnel's: quic (quic-go's own NewReno and pacer), quic-wave (Wave
+bursts on the server, no hints), quic-wave-hints (Wave plus the handover
+hints), quic+m2ho (that and M2HO's verdicts on the inner TCP's ACKs). A
+tunnel variant starts m2ho server in the server namespace (keys from m2ho
+keys in the run's directory); the download goes through the tunnel and the
+summary adds the tunnel's own RTT. Define more with --variant-def
+NAME='ARGS for m2ho run'.
+
+Scenarios: builtin measured, mixed-drive, steady, the QUIC Wave situations
+low-bdp, high-bdp (600 ms) and bdp-switch (between the two by handovers),
+or a YAML path.
 
 Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML path.`,
 		Example: `  m2ho bench --scenario mixed-drive --repeat 3
