@@ -45,11 +45,9 @@ keys in the run's directory); the download goes through the tunnel and the
 summary adds the tunnel's own RTT. Define more with --variant-def
 NAME='ARGS for m2ho run'.
 
-Scenarios: builtin measured, mixed-drive, steady, the QUIC Wave situations
-low-bdp, high-bdp (600 ms) and bdp-switch (between the two by handovers),
-or a YAML path.
-
-Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML path.`,
+Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML path
+(low-bdp, high-bdp with 600 ms and bdp-switch between the two by handovers
+are QUIC Wave's situations).`,
 		Example: `  m2ho bench --scenario mixed-drive --repeat 3
   m2ho bench --scenario steady --duration 30s --scale 0.5
   m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
