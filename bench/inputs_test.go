@@ -184,7 +184,7 @@ func TestParseVariants(t *testing.T) {
 	if !reflect.DeepEqual(vs, want) {
 		t.Errorf("%+v, want %+v", vs, want)
 	}
-	for _, bad := range [][]string{{"quic"}, {"pass", "pass"}, {}} {
+	for _, bad := range [][]string{{"quic2"}, {"pass", "pass"}, {}} {
 		if _, err := ParseVariants(bad, nil); err == nil {
 			t.Errorf("%q: want an error", bad)
 		}

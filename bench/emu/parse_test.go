@@ -580,12 +580,20 @@ func TestWaveScenarios(t *testing.T) {
 		if n := len(sc.Config.Schedule.Handovers); n != tc.handovers {
 			t.Errorf("%s: %d handovers, want %d", tc.name, n, tc.handovers)
 		}
+		// The model keys RTTs by sub6 / mmwave (lte counts as sub6): two
+		// cells meant to differ must use those two types.
 		var maxRTT time.Duration
-		for _, d := range sc.Config.RTTByType {
-			maxRTT = max(maxRTT, d)
+		rtts := map[time.Duration]bool{}
+		for _, c := range sc.Config.Cells {
+			r := sc.Config.RTTByType[dataType(c.Type)]
+			rtts[r] = true
+			maxRTT = max(maxRTT, r)
 		}
 		if maxRTT < tc.minRTT {
 			t.Errorf("%s: longest RTT %v, want >= %v", tc.name, maxRTT, tc.minRTT)
+		}
+		if tc.name == "bdp-switch" && len(rtts) != 2 {
+			t.Errorf("bdp-switch: the cells' RTTs %v, want two different ones", rtts)
 		}
 	}
 }

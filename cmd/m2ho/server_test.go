@@ -76,8 +76,8 @@ func TestServerCheckNamesFlags(t *testing.T) {
 		{func(c *serverConfig) { c.QueueLen = 0 }, "--queue-len"},
 		{func(c *serverConfig) { c.QlogDir = filepath.Join(dir, "none") }, "--qlog-dir"},
 		{func(c *serverConfig) { c.Pacer = "bbr" }, `--pacer "bbr"`},
-		{func(c *serverConfig) { c.WaveBurst = 0 }, "--wave-burst"},
-		{func(c *serverConfig) { c.WaveMinTxTime = -1 }, "--wave-min-tx-time"},
+		{func(c *serverConfig) { c.Pacer, c.WaveBurst = "wave", 0 }, "--wave-burst"},
+		{func(c *serverConfig) { c.Pacer, c.WaveMinTxTime = "wave", -1 }, "--wave-min-tx-time"},
 		{func(c *serverConfig) { c.TUNOffload = "maybe" }, "--tun-offload"},
 	} {
 		c := base()
