@@ -273,7 +273,8 @@ func (c *Controller) Detach(f *Flow) {
 	f.attached = false
 }
 
-// Tick evaluates due timers: withdrawal at 2·T2, the execution bound, the
+// Tick evaluates due timers: a prediction's deadline (2·T2 for the classic
+// rule sets, the report streams' for Streams), the execution bound, the
 // smoothing bound and signal loss. OnPacket and OnEvent do the same with
 // their own now, so Tick is only needed when no packet or event comes.
 func (c *Controller) Tick(now time.Time) { c.timers(now) }
@@ -301,7 +302,11 @@ func (c *Controller) timers(now time.Time) {
 	if o := c.pred.Tick(now); o.Kind == OutcomeWithdrawn {
 		c.obs.Prediction(now, o)
 		if c.state == Preparation && !c.commanded {
-			c.setState(now, Stable, "prediction withdrawn: no command within 2·T2")
+			why := "prediction withdrawn: no command within 2·T2"
+			if c.pred.judge == nil {
+				why = "prediction withdrawn: no command by the report streams' deadline"
+			}
+			c.setState(now, Stable, why)
 		}
 	}
 	switch c.state {

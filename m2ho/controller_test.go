@@ -233,6 +233,9 @@ func TestStreamsWithdrawAtStreamDeadline(t *testing.T) {
 	check(t, "clamp", fx.pkt(1499, f, upACK(1, 65535, 7)), rewrite(469, ReasonPreparation))
 	check(t, "at deadline", fx.pkt(1500, f, upACK(1, 65535, 7)), pass)
 	fx.want(Stable)
+	if fx.obs.last() != "preparation>stable:prediction withdrawn: no command by the report streams' deadline" {
+		t.Fatalf("transition %q", fx.obs.last())
+	}
 	last := fx.obs.preds[len(fx.obs.preds)-1]
 	if last.Kind != OutcomeWithdrawn || last.Reason != WithdrawTimeout || !last.At.Equal(at(1500)) {
 		t.Fatalf("outcome %+v", last)
