@@ -296,6 +296,7 @@ func TestFeedXCAL(t *testing.T) {
 	if csv == "" {
 		t.Fatalf("no XCAL file under %s has an inferred handover in its first 20000 events", path)
 	}
+	t.Logf("%s: %d events", csv, len(want))
 	s, sink := listenFeed(t)
 	_, stderr, code := runCLI(t, "feed", "--speed", "max", "--format", "xcal", "--socket", s.Path(), csv)
 	if code > 1 {
