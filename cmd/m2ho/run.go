@@ -28,7 +28,6 @@ import (
 	"github.com/m2ho/m2ho/m2ho/bwe"
 	"github.com/m2ho/m2ho/m2ho/smaxfile"
 	"github.com/m2ho/m2ho/proxy"
-	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
 	"github.com/m2ho/m2ho/tun"
 )
@@ -56,6 +55,7 @@ type runConfig struct {
 	MaxFlows       int           `yaml:"max-flows"`
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
+	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
 	CPUProfile string `yaml:"-"`
@@ -78,6 +78,7 @@ func defaultRunConfig() runConfig {
 		MaxFlows:       proxy.DefaultMaxFlows,
 		FlowIdle:       proxy.DefaultIdleTimeout,
 		StableRate:     true,
+		Predictor:      m2ho.Streams.Name(),
 	}
 }
 
@@ -156,6 +157,7 @@ Example (as root):
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
+	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
 	return cmd
@@ -262,6 +264,9 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 	}
 	if est, err = bwe.ByName(c.Estimator); err != nil {
 		return nil, 0, nil, fmt.Errorf("--estimator: %w", err)
+	}
+	if _, err = c.predictorRules(); err != nil {
+		return nil, 0, nil, err
 	}
 	switch {
 	case c.SignalTimeout <= 0:
@@ -378,7 +383,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	}
 
 	obs := newObserver(log)
+	pred, _ := c.predictorRules() // checked above
 	ctrl := m2ho.New(m2ho.Config{
+		Rules:          pred,
 		Lambda:         c.Lambda,
 		SmoothingBound: c.SmoothingBound,
 		SignalLoss:     c.SignalTimeout,
@@ -447,15 +454,14 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			undo = append(undo, func() { os.Remove(dir) })
 		}
 	}
-	srv, err := sigio.Listen(c.Socket, func(ev signaling.Event) {
-		now := time.Now()
-		eng.Do(func() { ctrl.OnEvent(now, &ev) })
-	})
+	srv, err := sigio.Listen(c.Socket, newEventFeed(eng.Do, ctrl.OnEvent).sink)
 	if err != nil {
 		return fmt.Errorf("--socket: %w", err)
 	}
 	undo = append(undo, func() { srv.Close() })
 	fmt.Fprintf(out, "m2ho: signalling socket %s (pass-through until the first event; after %v without one)\n", c.Socket, c.SignalTimeout)
+	fmt.Fprintf(out, "m2ho: predictor %s\n", pred.Name())
+	log.Info("handover predictor", zap.String("predictor", pred.Name()))
 
 	ps := &pumps{
 		eng:       eng,
