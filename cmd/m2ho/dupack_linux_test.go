@@ -433,8 +433,16 @@ func TestRunSuppressesFlushDupACKs(t *testing.T) {
 			mm.emu.DupAcksUp, pass.emu.DupAcksUp, perCommand, mm.emu.Valid, pass.emu.ReorderFlushes,
 			mm.emu.ReorderFlushes, mm.emu.FlushedHoles, pass.emu.ReorderFlushes, pass.emu.FlushedHoles)
 	}
-	if mm.retrans > pass.retrans {
+	// Retransmissions are timing too: a run the emulator marked invalid
+	// held packets back by tens of milliseconds (seen: 87 ms), which makes
+	// spurious ones of its own (all DSACKed), so the comparison is made
+	// where both runs kept real time.
+	switch {
+	case mm.emu.Valid && pass.emu.Valid && mm.retrans > pass.retrans:
 		t.Errorf("the server retransmitted more with m2ho (%d) than with pass (%d)", mm.retrans, pass.retrans)
+	case !(mm.emu.Valid && pass.emu.Valid):
+		t.Logf("retransmissions not compared (a run was late: pass valid %v, m2ho valid %v): m2ho %d, pass %d",
+			pass.emu.Valid, mm.emu.Valid, mm.retrans, pass.retrans)
 	}
 }
 
