@@ -13,6 +13,10 @@
 //     success (any reason) enters Smoothing; without one within
 //     ExecutionBound (default 1 s, the usual T304) the controller returns
 //     to Stable.
+//   - A handover the reader inferred after the fact (Event.Inferred) has
+//     executed already: it confirms the prediction and the controller goes
+//     to Stable on the new cell, with no wait for random access and no
+//     Smoothing (see executed).
 //   - Smoothing keeps Preparation's clamp (random access does not lift
 //     it) and drops uplink pure ACKs of flows that had downlink data at
 //     the command, until the flow acknowledges all of it (rule a, per
@@ -96,7 +100,7 @@ type Config struct {
 	Estimator        func() bwe.Estimator
 	Observer         Observer
 	SMaxDB           *SMaxDB // nil: every lookup gives DefaultSMax
-	Rules            Rules   // default Algorithm1
+	Rules            Rules   // prediction rule set; default Streams (Algorithm1 and A3Only stay selectable)
 	StableRate       Toggle  // Eqn 2 in Stable; default on
 }
 
@@ -211,7 +215,12 @@ func New(cfg Config) *Controller {
 		cfg.Observer = NopObserver{}
 	}
 	if cfg.Rules == nil {
-		cfg.Rules = Algorithm1
+		// The stream rule set: on the distinct February 2023 logs it
+		// holds recall and precision where Algorithm 1's one 2·T2
+		// deadline loses both (README, "Handover prediction on real RRC
+		// logs"), and it is built for the reporting configurations of
+		// other networks (multi-shot reports, per-kind answer times).
+		cfg.Rules = Streams
 	}
 	return &Controller{
 		cfg:         cfg,
@@ -264,7 +273,8 @@ func (c *Controller) Detach(f *Flow) {
 	f.attached = false
 }
 
-// Tick evaluates due timers: withdrawal at 2·T2, the execution bound, the
+// Tick evaluates due timers: a prediction's deadline (2·T2 for the classic
+// rule sets, the report streams' for Streams), the execution bound, the
 // smoothing bound and signal loss. OnPacket and OnEvent do the same with
 // their own now, so Tick is only needed when no packet or event comes.
 func (c *Controller) Tick(now time.Time) { c.timers(now) }
@@ -292,7 +302,11 @@ func (c *Controller) timers(now time.Time) {
 	if o := c.pred.Tick(now); o.Kind == OutcomeWithdrawn {
 		c.obs.Prediction(now, o)
 		if c.state == Preparation && !c.commanded {
-			c.setState(now, Stable, "prediction withdrawn: no command within 2·T2")
+			why := "prediction withdrawn: no command within 2·T2"
+			if c.pred.judge == nil {
+				why = "prediction withdrawn: no command by the report streams' deadline"
+			}
+			c.setState(now, Stable, why)
 		}
 	}
 	switch c.state {
@@ -350,6 +364,10 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 	case signaling.KindHOCommand:
 		o := c.pred.OnEvent(now, ev)
 		c.obs.Prediction(now, o)
+		if ev.Inferred {
+			c.executed(now, o)
+			return
+		}
 		c.commanded, c.commandAt = true, now
 		c.prepare(o.Target)
 		switch {
@@ -385,6 +403,33 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		// A failed attempt changes nothing: the UE retries until success
 		// or T304; the execution bound ends the wait.
 	}
+}
+
+// executed takes an inferred handover (signaling.Event.Inferred: an SN
+// release or an LTE handover without SCG configuration, which XCAL does
+// not export) as done. The reader infers it from its trace, a
+// system-information read or a B1 that finds the SCG gone, which comes
+// after the random access: no random access will follow, so Preparation
+// would hold the clamp until ExecutionBound for nothing, and Smoothing's
+// ACK suppression would come after the duplicate ACKs it is for (§4.4).
+// What the random access would have done still holds: the data is on a
+// new cell (its c_est starts over, no burst spans the change, its ŝ_max
+// bounds Eqn 2), and Eqn 2 is armed by the handover's type (§4.5: from
+// mmWave to sub-6 or LTE it keeps the mmWave window).
+func (c *Controller) executed(now time.Time, o Outcome) {
+	c.commanded = false
+	c.episode++
+	c.serving = o.Target
+	c.burst.reset()
+	c.est.Reset()
+	switch {
+	case o.Target.Type == signaling.CellMmWave:
+		c.eqn2Armed = false
+	case o.Actual == signaling.HOMmWaveToSub6:
+		c.eqn2Armed = true
+	}
+	c.stableCap, _ = c.cfg.SMaxDB.Lookup(o.Target)
+	c.setState(now, Stable, "inferred handover: executed already")
 }
 
 // nameServing updates the serving cell from an event that names it.

@@ -122,9 +122,10 @@ func TestPassThroughUntilFirstEvent(t *testing.T) {
 }
 
 // Stable → Preparation on a prediction, clamp to the predicted target's
-// ŝ_max; → Stable on A1 and the clamp is gone.
+// ŝ_max; → Stable on A1 and the clamp is gone. Algorithm 1: any A1
+// withdraws (Streams: TestStreamsA1WithdrawsOnlyWorsening).
 func TestPredictionClampAndWithdrawA1(t *testing.T) {
-	fx := newFixture(t, nil)
+	fx := newFixture(t, func(c *Config) { c.Rules = Algorithm1 })
 	f := attach(fx, 0)
 	fx.ev(0, slotEv(0, 0))
 	check(t, "stable", fx.pkt(1, f, upACK(1, 65535, 7)), pass)
@@ -151,10 +152,11 @@ func TestPredictionClampAndWithdrawA1(t *testing.T) {
 }
 
 // Withdrawal at 2·T2 with T2 learned from a confirmed handover (100 ms),
-// applied by OnPacket's own now, and by Tick.
+// applied by OnPacket's own now, and by Tick. Algorithm 1's deadline
+// (Streams: TestStreamsWithdrawAtStreamDeadline).
 func TestWithdrawTimeoutLearnedT2(t *testing.T) {
 	for _, viaTick := range []bool{false, true} {
-		fx := newFixture(t, nil)
+		fx := newFixture(t, func(c *Config) { c.Rules = Algorithm1 })
 		f := attach(fx, 0)
 		fx.ev(0, a3(sub6, "A"))
 		fx.ev(100, command(signaling.HOIntraNR, sub6, "A"))
@@ -183,6 +185,60 @@ func TestWithdrawTimeoutLearnedT2(t *testing.T) {
 		if last.Kind != OutcomeWithdrawn || last.Reason != WithdrawTimeout || !last.At.Equal(at(1200)) {
 			t.Fatalf("outcome %+v", last)
 		}
+	}
+}
+
+// With the default Streams rules an A1 withdraws only a prediction the
+// serving cell's getting worse made (A2, A5) on its own RAT and cell: an
+// A3 (a neighbour getting better) stays live and keeps the clamp.
+func TestStreamsA1WithdrawsOnlyWorsening(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := attach(fx, 0)
+	fx.ev(0, slotEv(0, 0))
+	fx.ev(10, a3(sub6, "A"))
+	fx.want(Preparation)
+	fx.ev(20, a1())
+	fx.want(Preparation)
+	check(t, "clamp after A1", fx.pkt(21, f, upACK(1, 65535, 7)), rewrite(782, ReasonPreparation))
+	fx.ev(100, command(signaling.HOIntraNR, sub6, "A"))
+	fx.ev(110, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(300))
+	fx.want(Stable)
+
+	a5 := &signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA5,
+		Serving: cell(sub6, "A"), Neighbor: cell(sub6, "B")}
+	fx.ev(1000, a5)
+	fx.want(Preparation)
+	fx.ev(1010, &signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA1, Serving: cell(sub6, "A")})
+	fx.want(Stable)
+	if fx.obs.last() != "preparation>stable:prediction withdrawn: A1" {
+		t.Fatalf("transition %q", fx.obs.last())
+	}
+}
+
+// With the default Streams rules a prediction lasts until its stream's
+// deadline, the last report plus its kind's answer margin: for an A3 (SN
+// change) at least 500 ms, longer than the longest reportInterval a
+// multi-shot re-send can take, whatever T2 was learned (here 100 ms).
+func TestStreamsWithdrawAtStreamDeadline(t *testing.T) {
+	fx := newFixture(t, nil)
+	f := attach(fx, 0)
+	fx.ev(0, a3(sub6, "A"))
+	fx.ev(100, command(signaling.HOIntraNR, sub6, "A"))
+	fx.ev(110, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(300))
+	fx.want(Stable)
+	fx.ev(1000, a3(sub6, "B"))
+	fx.want(Preparation)
+	check(t, "clamp", fx.pkt(1499, f, upACK(1, 65535, 7)), rewrite(469, ReasonPreparation))
+	check(t, "at deadline", fx.pkt(1500, f, upACK(1, 65535, 7)), pass)
+	fx.want(Stable)
+	if fx.obs.last() != "preparation>stable:prediction withdrawn: no command by the report streams' deadline" {
+		t.Fatalf("transition %q", fx.obs.last())
+	}
+	last := fx.obs.preds[len(fx.obs.preds)-1]
+	if last.Kind != OutcomeWithdrawn || last.Reason != WithdrawTimeout || !last.At.Equal(at(1500)) {
+		t.Fatalf("outcome %+v", last)
 	}
 }
 

@@ -65,6 +65,11 @@ type intField struct {
 	set bool
 }
 
+type boolField struct {
+	v   bool
+	set bool
+}
+
 type jsonCellFields struct {
 	set        bool
 	id, typ    strField
@@ -89,12 +94,13 @@ type lineFields struct {
 	serving, neighbor, target                jsonCellFields
 	rb                                       numField
 	bytes                                    intField
+	inferred                                 boolField
 }
 
 // The keys of the event object and of a cell object, in the order of the
 // constants below.
 var (
-	eventKeys = [...]string{"t", "kind", "event", "serving", "neighbor", "ho", "target", "reason", "result", "rb", "bytes", "cell"}
+	eventKeys = [...]string{"t", "kind", "event", "serving", "neighbor", "ho", "target", "reason", "result", "rb", "bytes", "cell", "inferred"}
 	cellKeys  = [...]string{"id", "type", "rsrp", "rsrq"}
 )
 
@@ -111,6 +117,7 @@ const (
 	keyRB
 	keyBytes
 	keyCell
+	keyInferred
 )
 
 const (
@@ -211,6 +218,7 @@ func (d *Decoder) event() (Event, error) {
 				return Event{}, err
 			}
 		}
+		e.Inferred = f.inferred.set && f.inferred.v
 	case KindRandomAccess:
 		var ok bool
 		if e.RAReason, ok = ParseRAReason(string(f.reason.v)); !ok || !f.reason.set {
@@ -375,6 +383,8 @@ func (d *Decoder) eventObject() error {
 			err = d.int(&d.f.bytes, "bytes")
 		case keyCell:
 			err = d.str(&d.f.cell, "cell")
+		case keyInferred:
+			err = d.bool(&d.f.inferred, "inferred")
 		default:
 			_, err = d.skip(1)
 		}
@@ -499,6 +509,30 @@ func (d *Decoder) str(f *strField, field string) error {
 		return nil
 	}
 	return d.wrongType(field, "a string", 1)
+}
+
+func (d *Decoder) bool(f *boolField, field string) error {
+	switch d.p[d.i] {
+	case 't':
+		if err := d.literal("true"); err != nil {
+			return err
+		}
+		*f = boolField{v: true, set: true}
+		return nil
+	case 'f':
+		if err := d.literal("false"); err != nil {
+			return err
+		}
+		*f = boolField{set: true}
+		return nil
+	case 'n':
+		if err := d.literal("null"); err != nil {
+			return err
+		}
+		*f = boolField{}
+		return nil
+	}
+	return d.wrongType(field, "a boolean", 1)
 }
 
 func (d *Decoder) float(f *numField, field string) error {
@@ -942,6 +976,8 @@ func eventKey(key []byte) int {
 		return keyBytes
 	case "cell":
 		return keyCell
+	case "inferred":
+		return keyInferred
 	}
 	return foldedKey(key, eventKeys[:])
 }

@@ -74,6 +74,16 @@ func seedLines() [][]byte {
 		`{"t":"2023-02-16T24:00:00Z","kind":"ra","reason":"other","result":"failure"}`,
 		`{"T":"2023-02-16T22:44:53Z","KIND":"mac","Rb":1,"bytEs":-0,"\u212aind":"mac","ſerving":{"ID":"x"}}`,
 		`{"t":"2023-02-16T22:44:53Z","kind":"mac","rb":1e-400,"bytes":9223372036854775807}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"sn-release","target":{"type":"lte"},"inferred":false}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"sn-release","target":{"type":"lte"},"inferred":null}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"sn-release","target":{"type":"lte"},"inferred":true,"inferred":null}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"lte-anchor","target":{"type":"lte"},"INFERRED":true}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"lte-anchor","target":{"type":"lte"},"inferred":"true"}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"lte-anchor","target":{"type":"lte"},"inferred":1}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"lte-anchor","target":{"type":"lte"},"inferred":{}}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"ho","ho":"lte-anchor","target":{"type":"lte"},"inferred":tru}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"report","event":"A2","serving":{"type":"mmwave"},"inferred":true}`,
+		`{"t":"2023-02-16T22:44:53Z","kind":"mac","rb":0.5,"bytes":1,"inferred":"x"}`,
 		`{"t":"2023-02-16T22:44:53Z","kind":"mac","rb":1e400,"bytes":1}`,
 		`{"t":"2023-02-16T22:44:53Z","kind":"mac","rb":0.5,"bytes":9223372036854775808}`,
 		`{"t":"2023-02-16T22:44:53Z","kind":"mac","rb":0.5,"bytes":-9223372036854775808}`,
@@ -120,7 +130,7 @@ func TestDecoderAgreesOnSeeds(t *testing.T) {
 // values of every JSON type, broken tokens.
 var pieces = []string{
 	`"t"`, `"kind"`, `"event"`, `"serving"`, `"neighbor"`, `"ho"`, `"target"`, `"reason"`, `"result"`,
-	`"rb"`, `"bytes"`, `"cell"`, `"id"`, `"type"`, `"rsrp"`, `"rsrq"`, `"KIND"`, `"Serving"`, `"\u0074"`,
+	`"rb"`, `"bytes"`, `"cell"`, `"inferred"`, `"id"`, `"type"`, `"rsrp"`, `"rsrq"`, `"KIND"`, `"Serving"`, `"\u0074"`, `"InFerred"`,
 	`"report"`, `"mac"`, `"ho"`, `"ra"`, `"A3"`, `"B1"`, `"sn-change"`, `"mmwave"`, `"lte"`, `"sub6"`,
 	`"2023-02-16T22:44:53Z"`, `"2023-02-16T22:44:53.123456789+01:00"`, `"9999-12-31T23:59:59-01:00"`,
 	`null`, `true`, `false`, `0`, `-0`, `1`, `0.5`, `1e3`, `-1.5e-3`, `1e400`, `2147483648`, `-1`,
@@ -149,7 +159,7 @@ func mutate(r *rand.Rand, line []byte) []byte {
 		case 3: // insert a key-value member after an opening brace
 			if i := bytes.IndexByte(b[pos:], '{'); i >= 0 {
 				at := pos + i + 1
-				kv := pieces[r.IntN(19)] + ":" + pieces[r.IntN(len(pieces))] + ","
+				kv := pieces[r.IntN(21)] + ":" + pieces[r.IntN(len(pieces))] + ","
 				b = append(b[:at], append([]byte(kv), b[at:]...)...)
 			}
 		}

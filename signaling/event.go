@@ -113,8 +113,8 @@ type Event struct {
 	// Inferred marks a handover the reader inferred from what followed
 	// it rather than read from a command row (XCAL.md: SN releases and
 	// LTE handovers without SCG configuration, which XCAL does not
-	// export). It is not part of the JSON-lines format: a written
-	// inferred handover reads back as a plain command.
+	// export); it has executed by Time. JSON lines carry it as
+	// "inferred":true (FORMAT.md).
 	Inferred bool
 
 	// KindRandomAccess.

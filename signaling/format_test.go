@@ -21,6 +21,7 @@ var formatExamples = []string{
 	`{"t":"2023-02-16T22:44:53.17Z","kind":"ho","ho":"sn-addition","serving":{"type":"lte"},"target":{"id":"88","type":"sub6"}}`,
 	`{"t":"2023-02-16T22:45:40Z","kind":"ho","ho":"sn-release","serving":{"id":"524","type":"mmwave"},"target":{"type":"lte"}}`,
 	`{"t":"2023-02-16T22:45:41.5Z","kind":"ho","ho":"intra-nr","target":{"id":"cell-B","type":"mmwave"}}`,
+	`{"t":"2023-02-16T22:47:40.021Z","kind":"ho","ho":"sn-release","serving":{"id":"524","type":"mmwave"},"target":{"type":"lte"},"inferred":true}`,
 	`{"t":"2023-02-16T22:44:59.997Z","kind":"ra","reason":"handover","result":"success"}`,
 	`{"t":"2023-02-16T22:45:32.193Z","kind":"ra","reason":"ul-data","result":"failure"}`,
 	`{"t":"2023-02-16T22:45:00.000125Z","kind":"mac","rb":0.95,"bytes":12000,"cell":"88"}`,

@@ -68,6 +68,9 @@ func appendJSON(b []byte, e *Event) ([]byte, error) {
 		if b, err = appendCell(b, "target", &e.Target); err != nil {
 			return b, err
 		}
+		if e.Inferred {
+			b = append(b, `,"inferred":true`...)
+		}
 	case KindRandomAccess:
 		if b, err = appendEnum(b, "reason", raReasonNames[:], int(e.RAReason)); err != nil {
 			return b, err

@@ -417,15 +417,32 @@ func TestRunSuppressesFlushDupACKs(t *testing.T) {
 	// before its socket, or a busy machine delivers the command late: seen
 	// 135 ms), so at most one per handover command is allowed (seen: 2
 	// with 1 flush with holes). Pass mode lets through at least one per
-	// handover that left holes.
-	if mm.emu.DupAcksUp > mm.emu.Handovers || mm.emu.DupAcksUp >= pass.emu.DupAcksUp || pass.emu.DupAcksUp < pass.emu.ReorderFlushes {
-		t.Errorf("duplicate ACKs at the server: m2ho %d, pass %d; want m2ho <= %d (one per handover command) and < pass, pass >= %d "+
+	// handover that left holes. The one-per-command bound is a timing
+	// claim (the command reaches the proxy within the emulator's lateness
+	// threshold of the flush), so it holds only where the emulator itself
+	// says it kept real time (its valid verdict: late deliveries under 1 %);
+	// a run it marked invalid (seen: 19-29 % late, up to 33 ms, with other
+	// jobs on both cores) is still held to fewer than pass.
+	perCommand := mm.emu.Handovers
+	if !mm.emu.Valid {
+		perCommand = pass.emu.DupAcksUp - 1
+	}
+	if mm.emu.DupAcksUp > perCommand || mm.emu.DupAcksUp >= pass.emu.DupAcksUp || pass.emu.DupAcksUp < pass.emu.ReorderFlushes {
+		t.Errorf("duplicate ACKs at the server: m2ho %d, pass %d; want m2ho <= %d (one per handover command if the m2ho run kept real time: valid %v) and < pass, pass >= %d "+
 			"(flushes with holes / flushed holes: m2ho %d/%d, pass %d/%d)",
-			mm.emu.DupAcksUp, pass.emu.DupAcksUp, mm.emu.Handovers, pass.emu.ReorderFlushes,
+			mm.emu.DupAcksUp, pass.emu.DupAcksUp, perCommand, mm.emu.Valid, pass.emu.ReorderFlushes,
 			mm.emu.ReorderFlushes, mm.emu.FlushedHoles, pass.emu.ReorderFlushes, pass.emu.FlushedHoles)
 	}
-	if mm.retrans > pass.retrans {
+	// Retransmissions are timing too: a run the emulator marked invalid
+	// held packets back by tens of milliseconds (seen: 87 ms), which makes
+	// spurious ones of its own (all DSACKed), so the comparison is made
+	// where both runs kept real time.
+	switch {
+	case mm.emu.Valid && pass.emu.Valid && mm.retrans > pass.retrans:
 		t.Errorf("the server retransmitted more with m2ho (%d) than with pass (%d)", mm.retrans, pass.retrans)
+	case !(mm.emu.Valid && pass.emu.Valid):
+		t.Logf("retransmissions not compared (a run was late: pass valid %v, m2ho valid %v): m2ho %d, pass %d",
+			pass.emu.Valid, mm.emu.Valid, mm.retrans, pass.retrans)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -262,26 +263,40 @@ func TestFeedBusy(t *testing.T) {
 	}
 }
 
-// An XCAL export feeds the same events as the reader reads.
+// An XCAL export feeds the same events as the reader reads, inferred
+// handovers included (the JSON-lines format carries them): the file is one
+// with an inferred handover among its first events.
 func TestFeedXCAL(t *testing.T) {
 	path := os.Getenv("M2HO_SHARED_DATA")
 	if path == "" {
 		path = filepath.Join(repoRoot(t), "..", "shared", "data")
 	}
-	var csv string
+	var csvs []string
 	filepath.WalkDir(path, func(p string, d os.DirEntry, err error) error {
-		if err == nil && csv == "" && strings.HasSuffix(p, ".csv") && !d.IsDir() {
-			csv = p
+		if err == nil && strings.HasSuffix(p, ".csv") && !d.IsDir() {
+			csvs = append(csvs, p)
 		}
 		return nil
 	})
-	if csv == "" {
+	if len(csvs) == 0 {
 		t.Skipf("no XCAL export under %s; set M2HO_SHARED_DATA", path)
 	}
-	want, _, _ := sigio.ReadAll(csv, signaling.FormatXCAL)
-	if len(want) > 20000 {
-		want = want[:20000]
+	var csv string
+	var want []signaling.Event
+	for _, p := range csvs {
+		ev, _, _ := sigio.ReadAll(p, signaling.FormatXCAL)
+		if len(ev) > 20000 {
+			ev = ev[:20000]
+		}
+		if slices.ContainsFunc(ev, func(e signaling.Event) bool { return e.Inferred }) {
+			csv, want = p, ev
+			break
+		}
 	}
+	if csv == "" {
+		t.Fatalf("no XCAL file under %s has an inferred handover in its first 20000 events", path)
+	}
+	t.Logf("%s: %d events", csv, len(want))
 	s, sink := listenFeed(t)
 	_, stderr, code := runCLI(t, "feed", "--speed", "max", "--format", "xcal", "--socket", s.Path(), csv)
 	if code > 1 {
@@ -289,7 +304,6 @@ func TestFeedXCAL(t *testing.T) {
 	}
 	got := sink.waitFor(t, len(want))
 	for i := range want {
-		want[i].Inferred = false // not part of the JSON-lines format
 		if !reflect.DeepEqual(got[i], want[i]) {
 			t.Fatalf("%s: event %d arrived as\n%+v\nwant\n%+v", csv, i, got[i], want[i])
 		}

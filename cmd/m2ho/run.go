@@ -29,7 +29,6 @@ import (
 	"github.com/m2ho/m2ho/m2ho/smaxfile"
 	"github.com/m2ho/m2ho/proxy"
 	"github.com/m2ho/m2ho/proxy/tunnel"
-	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
 	"github.com/m2ho/m2ho/tun"
 )
@@ -57,6 +56,7 @@ type runConfig struct {
 	MaxFlows       int           `yaml:"max-flows"`
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
+	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
 	CPUProfile string `yaml:"-"`
@@ -97,6 +97,7 @@ func defaultRunConfig() runConfig {
 		FlowIdle:       proxy.DefaultIdleTimeout,
 		StableRate:     true,
 		TunnelHints:    true,
+		Predictor:      m2ho.Streams.Name(),
 	}
 }
 
@@ -187,6 +188,7 @@ Example (as root):
 	fs.StringVar(&c.TunnelNATHost, "tunnel-nat-host", c.TunnelNATHost, "tethered host that the tunnel's inner address stands for from the start, so the far side may open connections to it (default: the first host that sends)")
 	fs.StringVar(&c.TunnelRTTLog, "tunnel-rtt-log", c.TunnelRTTLog, "file to append the tunnel's RTT to every 100ms: unix_ns, latest, smoothed, min RTT in ms (quic-go's statistics; empty: off)")
 	fs.BoolVar(&c.TunnelHints, "tunnel-hints", c.TunnelHints, "send the controller's handover hints (predicted with ŝ_max, executed with c_est, withdrawn) to the tunnel server")
+	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
 	return cmd
@@ -298,6 +300,9 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 	}
 	if est, err = bwe.ByName(c.Estimator); err != nil {
 		return nil, 0, nil, fmt.Errorf("--estimator: %w", err)
+	}
+	if _, err = c.predictorRules(); err != nil {
+		return nil, 0, nil, err
 	}
 	switch {
 	case c.SignalTimeout <= 0:
@@ -462,7 +467,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			ctrlObs = hf
 		}
 	}
+	pred, _ := c.predictorRules() // checked above
 	ctrl := m2ho.New(m2ho.Config{
+		Rules:          pred,
 		Lambda:         c.Lambda,
 		SmoothingBound: c.SmoothingBound,
 		SignalLoss:     c.SignalTimeout,
@@ -539,15 +546,14 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			undo = append(undo, func() { os.Remove(dir) })
 		}
 	}
-	srv, err := sigio.Listen(c.Socket, func(ev signaling.Event) {
-		now := time.Now()
-		eng.Do(func() { ctrl.OnEvent(now, &ev) })
-	})
+	srv, err := sigio.Listen(c.Socket, newEventFeed(eng.Do, ctrl.OnEvent).sink)
 	if err != nil {
 		return fmt.Errorf("--socket: %w", err)
 	}
 	undo = append(undo, func() { srv.Close() })
 	fmt.Fprintf(out, "m2ho: signalling socket %s (pass-through until the first event; after %v without one)\n", c.Socket, c.SignalTimeout)
+	fmt.Fprintf(out, "m2ho: predictor %s\n", pred.Name())
+	log.Info("handover predictor", zap.String("predictor", pred.Name()))
 
 	ps := &pumps{
 		eng:       eng,

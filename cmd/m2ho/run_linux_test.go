@@ -670,8 +670,29 @@ func testRunM2HOTransfer(t *testing.T, dev string, tunArgs ...string) {
 	// holes and their duplicate ACKs come from the emulator:
 	// TestRunSuppressesFlushDupACKs.
 	for attempt := 1; attempt <= 2; attempt++ {
-		// (a) Preparation: the server sees the clamp.
+		// (a) Preparation: the server sees the clamp. The UE re-sends the
+		// report every 200 ms while its condition holds (reportAmount > 1,
+		// TS 38.331 §5.5.4), which keeps the prediction's stream alive
+		// however long the sampling below takes on a busy machine (the
+		// streams predictor withdraws 500 ms after the last report).
 		f.send(t, a3)
+		resend := make(chan struct{})
+		resent := make(chan struct{})
+		go func() {
+			defer close(resent)
+			tk := time.NewTicker(200 * time.Millisecond)
+			defer tk.Stop()
+			for {
+				select {
+				case <-resend:
+					return
+				case <-tk.C:
+					f.send(t, a3)
+				}
+			}
+		}()
+		stopResend := sync.OnceFunc(func() { close(resend); <-resent })
+		defer stopResend()
 		if v, ok := d.waitMetric(`m2ho_state{state="preparation"}`, func(v float64) bool { return v == 1 }, 2*time.Second); !ok {
 			t.Fatalf("no Preparation after an A3 report (state gauge %v)\nlog:\n%s", v, d.stderr.String())
 		}
@@ -715,6 +736,7 @@ func testRunM2HOTransfer(t *testing.T, dev string, tunArgs ...string) {
 
 		// (b) Handover command, then random access success: Smoothing
 		// drops pure ACKs for what was sent before the command.
+		stopResend()
 		f.send(t, hoCmd, raOK)
 		if _, ok := d.waitMetric(`m2ho_state{state="stable"}`, func(v float64) bool { return v == 1 }, 2*time.Second); !ok {
 			t.Fatalf("no return to Stable after the handover\nlog:\n%s", d.stderr.String())

@@ -103,13 +103,17 @@ type DriverStats struct {
 // Driver runs a Model in real time on a packet device. The model is owned
 // by the goroutine in Run; nothing else touches it.
 type Driver struct {
-	cfg  DriverConfig
-	io   packetIO
-	m    *emu.Model
-	cls  emu.Classifier
-	dup  emu.DupAckCounter
-	pool pool
-	pub  *publisher
+	cfg DriverConfig
+	io  packetIO
+	// commandWait bounds how long a step's writes wait for its handover
+	// command to reach the socket (commandPublishWait; tests that check
+	// the order, not the real-time bound, raise it).
+	commandWait time.Duration
+	m           *emu.Model
+	cls         emu.Classifier
+	dup         emu.DupAckCounter
+	pool        pool
+	pub         *publisher
 
 	out []emu.Delivery
 	ev  []signaling.Event
@@ -167,7 +171,7 @@ func newDriver(cfg DriverConfig, dev packetIO) (*Driver, error) {
 	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
 		return nil, err
 	}
-	d := &Driver{cfg: cfg, io: dev, cls: emu.Classifier{UE: cfg.UENets},
+	d := &Driver{cfg: cfg, io: dev, commandWait: commandPublishWait, cls: emu.Classifier{UE: cfg.UENets},
 		out: make([]emu.Delivery, 0, 1024), ev: make([]signaling.Event, 0, 256)}
 	lay := dev.layout()
 	bs := max(dev.batch(), 1)
@@ -393,7 +397,7 @@ func (d *Driver) flush() {
 	}
 	d.ev = d.ev[:0]
 	if command && len(d.out) > 0 {
-		d.pub.waitHandled(commandPublishWait)
+		d.pub.waitHandled(d.commandWait)
 	}
 	if len(d.out) > 0 {
 		// The step's deliveries go out in model order, a device batch per

@@ -293,6 +293,9 @@ func TestFlushPublishesCommandBeforePackets(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer d.closeFiles()
+	// The order is what this test checks; the 2 ms real-time bound on the
+	// wait would make it depend on how busy the machine is.
+	d.commandWait = time.Minute
 	dev.pub = d.pub
 	go d.pub.run()
 	defer d.pub.close(time.Second)

@@ -50,6 +50,7 @@ type jsonEvent struct {
 	RB       *float64  `json:"rb"`
 	Bytes    *int64    `json:"bytes"`
 	Cell     *string   `json:"cell"`
+	Inferred *bool     `json:"inferred"`
 }
 
 func parseLine(line []byte) (signaling.Event, error) {
@@ -116,6 +117,7 @@ func parseLine(line []byte) (signaling.Event, error) {
 				return signaling.Event{}, err
 			}
 		}
+		e.Inferred = j.Inferred != nil && *j.Inferred
 	case signaling.KindRandomAccess:
 		if e.RAReason, err = parseEnum(j.Reason, "reason", signaling.ParseRAReason); err != nil {
 			return signaling.Event{}, err

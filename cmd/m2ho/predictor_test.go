@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/signaling"
+)
+
+func TestPredictorFlag(t *testing.T) {
+	yaml := filepath.Join(t.TempDir(), "p.yaml")
+	if err := os.WriteFile(yaml, []byte("predictor: a3-only\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "streams"},
+		{[]string{"--predictor", "alg1"}, "alg1"},
+		{[]string{"--predictor", "a3-only"}, "a3-only"},
+		{[]string{"--predictor", "streams"}, "streams"},
+		{[]string{"--config", yaml}, "a3-only"},
+		{[]string{"--config", yaml, "--predictor", "alg1"}, "alg1"},
+	} {
+		c, err := resolveRun(t, tc.args...)
+		if err != nil {
+			t.Fatalf("%v: %v", tc.args, err)
+		}
+		r, err := c.predictorRules()
+		if err != nil || r.Name() != tc.want {
+			t.Fatalf("%v: rules %v, %v; want %s", tc.args, r, err, tc.want)
+		}
+	}
+	c := defaultRunConfig()
+	c.NoRouting, c.TetherNets = true, []string{"10.0.0.0/24"}
+	c.Predictor = "m2ho"
+	if _, _, _, err := c.check(); err == nil || !strings.Contains(err.Error(), `--predictor "m2ho"`) {
+		t.Fatalf("bad name: %v", err)
+	}
+}
+
+// feedFixture is the socket's sink as runDaemon builds it, around a real
+// controller and observer, with a mutex standing in for the engine's lock.
+func feedFixture() (*eventFeed, *m2ho.Controller) {
+	ctrl := m2ho.New(m2ho.Config{Observer: newObserver(zap.NewNop()), SMaxDB: m2ho.NewSMaxDB()})
+	var mu sync.Mutex
+	do := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	f := newEventFeed(do, ctrl.OnEvent)
+	var ms int64
+	f.clock = func() time.Time { ms++; return time.Unix(0, ms*int64(time.Millisecond)) }
+	return f, ctrl
+}
+
+// The callback gives the controller each event, and the reused Event does
+// not carry one event's fields into the next.
+func TestEventFeedDelivers(t *testing.T) {
+	f, ctrl := feedFixture()
+	f.sink(signaling.Event{Kind: signaling.KindMACSlot, Serving: signaling.Cell{ID: "A", Type: signaling.CellSub6}, RBRatio: 0.2})
+	f.sink(signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA3,
+		Serving: signaling.Cell{ID: "A", Type: signaling.CellSub6}, Neighbor: signaling.Cell{ID: "B", Type: signaling.CellSub6}})
+	if ctrl.State() != m2ho.Preparation || ctrl.Hint().Target.ID != "B" {
+		t.Fatalf("after A3: %v %+v", ctrl.State(), ctrl.Hint())
+	}
+	f.sink(signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOSNChange, Target: signaling.Cell{ID: "B", Type: signaling.CellSub6}})
+	f.sink(signaling.Event{Kind: signaling.KindRandomAccess, RAResult: signaling.RASuccess, RAReason: signaling.RAHandover})
+	if ctrl.State() != m2ho.Smoothing {
+		t.Fatalf("after random access: %v", ctrl.State())
+	}
+	if f.ev.Target.ID != "" || f.ev.HO != 0 {
+		t.Fatalf("stale fields in the reused event: %+v", f.ev)
+	}
+}
+
+// The socket path's callback allocates nothing per event: MAC slots, and
+// the re-sends of a multi-shot report.
+func TestEventFeedAllocs(t *testing.T) {
+	f, _ := feedFixture()
+	cellA := signaling.Cell{ID: "A", Type: signaling.CellSub6}
+	slot := signaling.Event{Kind: signaling.KindMACSlot, Serving: cellA, RBRatio: 0.5, Bytes: 1200}
+	rep := signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasB1, Serving: signaling.Cell{ID: "L", Type: signaling.CellLTE},
+		Neighbor: signaling.Cell{ID: "M", Type: signaling.CellMmWave}}
+	f.sink(slot)
+	if n := testing.AllocsPerRun(1000, func() { f.sink(slot) }); n != 0 {
+		t.Fatalf("MAC slot: %v allocations per event", n)
+	}
+	f.sink(rep) // the prediction (logged); its re-sends extend it
+	if n := testing.AllocsPerRun(1000, func() { f.sink(rep) }); n != 0 {
+		t.Fatalf("report: %v allocations per event", n)
+	}
+}
+
+func BenchmarkEventFeed(b *testing.B) {
+	f, _ := feedFixture()
+	slot := signaling.Event{Kind: signaling.KindMACSlot, Serving: signaling.Cell{ID: "A", Type: signaling.CellSub6}, RBRatio: 0.5, Bytes: 1200}
+	b.ReportAllocs()
+	for b.Loop() {
+		f.sink(slot)
+	}
+}
