@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"reflect"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -22,7 +21,6 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"go.uber.org/zap"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/m2ho/m2ho/m2ho"
 	"github.com/m2ho/m2ho/m2ho/bwe"
@@ -198,72 +196,12 @@ Example (as root):
 // Each key is decoded on its own, so an error names file:line and the key;
 // a key that is not a flag's name is an error (a typo must not be ignored).
 func mergeYAML(c *runConfig, path string, fs *pflag.FlagSet) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("--config: %w", err)
-	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(b, &doc); err != nil {
-		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	if len(doc.Content) == 0 {
-		return nil // empty file: nothing to merge
-	}
-	root := doc.Content[0]
-	if root.Kind != yaml.MappingNode {
-		return fmt.Errorf("%s:%d: want a mapping of flag names to values", path, root.Line)
-	}
-	fields := configFields(c)
-	seen := map[string]int{}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		dst, ok := fields[k.Value]
-		if !ok {
-			return fmt.Errorf("%s:%d: unknown key %q (keys are the flag names: %s)", path, k.Line, k.Value, strings.Join(configKeys(), ", "))
-		}
-		if line, dup := seen[k.Value]; dup {
-			return fmt.Errorf("%s:%d: key %q given twice (first at line %d)", path, k.Line, k.Value, line)
-		}
-		seen[k.Value] = k.Line
-		if fs.Changed(k.Value) {
-			continue // the command line wins
-		}
-		if err := v.Decode(dst); err != nil {
-			msg := err.Error()
-			if te, ok := err.(*yaml.TypeError); ok && len(te.Errors) > 0 {
-				msg = te.Errors[0]
-				if j := strings.Index(msg, ": "); strings.HasPrefix(msg, "line ") && j > 0 {
-					msg = msg[j+2:]
-				}
-			}
-			return fmt.Errorf("%s:%d: %s: %s", path, v.Line, k.Value, msg)
-		}
-	}
-	return nil
-}
-
-// configFields maps each YAML key (= flag name) to its field in c.
-func configFields(c *runConfig) map[string]any {
-	out := map[string]any{}
-	v := reflect.ValueOf(c).Elem()
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		if k := t.Field(i).Tag.Get("yaml"); k != "-" {
-			out[k] = v.Field(i).Addr().Interface()
-		}
-	}
-	return out
+	return mergeConfigYAML(c, path, fs)
 }
 
 // configKeys lists the YAML keys in declaration order.
 func configKeys() []string {
-	t := reflect.TypeOf(runConfig{})
-	var keys []string
-	for i := 0; i < t.NumField(); i++ {
-		if k := t.Field(i).Tag.Get("yaml"); k != "-" {
-			keys = append(keys, k)
-		}
-	}
+	keys, _ := structFields(&runConfig{})
 	return keys
 }
 

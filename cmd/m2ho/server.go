@@ -404,22 +404,27 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 
 // structFields maps each YAML key (= flag name) of the struct c points to
 // onto its field, in declaration order.
+// Fields tagged yaml:"-" (flags without a YAML key) are left out.
 func structFields(c any) ([]string, map[string]any) {
 	v := reflect.ValueOf(c).Elem()
 	t := v.Type()
-	keys := make([]string, t.NumField())
+	var keys []string
 	out := map[string]any{}
-	for i := range keys {
-		keys[i] = t.Field(i).Tag.Get("yaml")
-		out[keys[i]] = v.Field(i).Addr().Interface()
+	for i := 0; i < t.NumField(); i++ {
+		k := t.Field(i).Tag.Get("yaml")
+		if k == "-" {
+			continue
+		}
+		keys = append(keys, k)
+		out[k] = v.Field(i).Addr().Interface()
 	}
 	return keys, out
 }
 
-// mergeYAMLFields is mergeYAML for any flag struct: it fills the fields
-// whose flag was not given from the file, naming file:line and the key on
-// any error; an unknown key is an error.
-// TODO(lead): run.go's mergeYAML could become a call of this.
+// mergeYAMLFields fills the fields whose flag was not given from the
+// file (the command line wins), naming file:line and the key on any
+// error; an unknown key or one given twice is an error. It serves both
+// `m2ho run --config` and `m2ho server --config`.
 func mergeYAMLFields(keys []string, fields map[string]any, path string, fs *pflag.FlagSet) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
