@@ -32,6 +32,15 @@ func fold(s uint64) uint16 {
 	return uint16(s)
 }
 
+// Sum adds b to the one's-complement accumulator s (RFC 1071), for
+// checksums built from several pieces (a pseudo-header, then the data).
+func Sum(s uint64, b []byte) uint64 { return sum16(s, b) }
+
+// Checksum is the Internet checksum (RFC 1071) of b on top of the
+// accumulator s (0, or a pseudo-header's Sum): the value to store in the
+// checksum field, which must be zero in b while it is computed.
+func Checksum(s uint64, b []byte) uint16 { return ^fold(sum16(s, b)) }
+
 // UpdateChecksum returns the checksum hc updated for one 16-bit word of the
 // covered data changing from m to m1, by RFC 1624 eqn. 3:
 // HC' = ~(~HC + ~m + m'). Unlike eqn. 2 it never yields 0xffff for data

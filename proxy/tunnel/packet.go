@@ -146,13 +146,13 @@ func PacketTooBig(dst, pkt []byte, p *packet.Parsed, mtu int) int {
 		h[9] = packet.ProtoICMP
 		copy(h[12:16], pkt[16:20]) // from the original destination
 		copy(h[16:20], pkt[12:16]) // to the original source
-		binary.BigEndian.PutUint16(h[10:], ^fold(sum16(0, h)))
+		binary.BigEndian.PutUint16(h[10:], packet.Checksum(0, h))
 		m := dst[ipv4HeaderLen:n]
 		clear(m[:icmpHeaderLen])
 		m[0], m[1] = 3, 4 // Destination Unreachable, Fragmentation Needed and DF set
 		binary.BigEndian.PutUint16(m[6:], uint16(mtu))
 		copy(m[icmpHeaderLen:], q)
-		binary.BigEndian.PutUint16(m[2:], ^fold(sum16(0, m)))
+		binary.BigEndian.PutUint16(m[2:], packet.Checksum(0, m))
 		return n
 	}
 	q := pkt[:min(p.Length, ptbQuote6)]
@@ -171,9 +171,9 @@ func PacketTooBig(dst, pkt []byte, p *packet.Parsed, mtu int) int {
 	binary.BigEndian.PutUint32(m[4:], uint32(mtu))
 	copy(m[icmpHeaderLen:], q)
 	// RFC 4443 §2.3: the checksum covers the IPv6 pseudo-header.
-	s := sum16(0, h[8:40])
+	s := packet.Sum(0, h[8:40])
 	s += uint64(len(m)) + packet.ProtoICMPv6
-	binary.BigEndian.PutUint16(m[2:], ^fold(sum16(s, m)))
+	binary.BigEndian.PutUint16(m[2:], packet.Checksum(s, m))
 	return n
 }
 
@@ -193,26 +193,4 @@ func isICMPError(pkt []byte, p *packet.Parsed) bool {
 		return typ < 128 // RFC 4443 §2.1
 	}
 	return false
-}
-
-// sum16 and fold compute the Internet checksum (RFC 1071) of the ICMP
-// errors this package writes.
-// TODO(lead): proxy/checksum.go (moving to proxy/packet) exports no
-// full-buffer checksum; once it does, call it here and drop these two.
-func sum16(s uint64, b []byte) uint64 {
-	for len(b) >= 2 {
-		s += uint64(binary.BigEndian.Uint16(b))
-		b = b[2:]
-	}
-	if len(b) == 1 {
-		s += uint64(b[0]) << 8
-	}
-	return s
-}
-
-func fold(s uint64) uint16 {
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return uint16(s)
 }

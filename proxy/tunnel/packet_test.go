@@ -159,10 +159,10 @@ func TestPacketTooBig(t *testing.T) {
 				// Verify both checksums by recomputation.
 				cp := append([]byte(nil), out...)
 				cp[10], cp[11], cp[22], cp[23] = 0, 0, 0, 0
-				if got, want := binary.BigEndian.Uint16(out[10:]), ^fold(sum16(0, cp[:20])); got != want {
+				if got, want := binary.BigEndian.Uint16(out[10:]), packet.Checksum(0, cp[:20]); got != want {
 					t.Fatalf("IP checksum %#x, want %#x", got, want)
 				}
-				if got, want := binary.BigEndian.Uint16(out[22:]), ^fold(sum16(0, cp[20:])); got != want {
+				if got, want := binary.BigEndian.Uint16(out[22:]), packet.Checksum(0, cp[20:]); got != want {
 					t.Fatalf("ICMP checksum %#x, want %#x", got, want)
 				}
 				quoted = out[28:]
@@ -242,7 +242,7 @@ func TestRewriteAddrChecksums(t *testing.T) {
 		if seg.Src.Addr().Is4() {
 			cp := append([]byte(nil), pkt[:20]...)
 			cp[10], cp[11] = 0, 0
-			if got, want := binary.BigEndian.Uint16(pkt[10:]), ^fold(sum16(0, cp)); got != want {
+			if got, want := binary.BigEndian.Uint16(pkt[10:]), packet.Checksum(0, cp); got != want {
 				t.Fatalf("IPv4 header checksum %#x, want %#x", got, want)
 			}
 		}
