@@ -3,18 +3,14 @@
 package proxy
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/m2ho/m2ho/tun"
+	"github.com/m2ho/m2ho/tun/tuntest"
 )
 
 // The kernel harness: in a namespace of its own, the engine's TUN
@@ -34,30 +30,7 @@ func init() {
 		}})
 }
 
-func enterTestNetns(t *testing.T) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root (CAP_NET_ADMIN) to create TUN devices and a network namespace")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs iproute2's ip command:", err)
-	}
-	name := fmt.Sprintf("m2ho-proxytest-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Skipf("cannot create a network namespace: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-	f, err := os.Open("/var/run/netns/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-		t.Fatalf("setns %s: %v", name, err)
-	}
-	return name
-}
+func enterTestNetns(t *testing.T) string { return tuntest.EnterNetns(t, "m2ho-proxytest") }
 
 func ipRun(t *testing.T, args ...string) {
 	t.Helper()
