@@ -324,8 +324,8 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	dev.Close()
 	srv.Wait()
 	st := srv.Stats()
-	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d\n",
-		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull)
+	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d; client migrations %d\n",
+		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull, st.PeerMigrations)
 	return err
 }
 
@@ -366,10 +366,11 @@ var (
 	srvDescClamp   = prometheus.NewDesc("m2ho_tunnel_mss_clamped_total", "TCP SYNs whose MSS was clamped to the inner MTU.", nil, nil)
 	srvDescHints   = prometheus.NewDesc("m2ho_tunnel_hints_total", "Hints received from phones by kind.", []string{"kind"}, nil)
 	srvDescHintsX  = prometheus.NewDesc("m2ho_tunnel_hints_rejected_total", "Hints rejected (malformed, seq not increasing, too long).", nil, nil)
+	srvDescMigr    = prometheus.NewDesc("m2ho_tunnel_peer_migrations_total", "Client connections that moved to a new address (QUIC connection migration).", nil, nil)
 )
 
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{srvDescConns, srvDescSess, srvDescOpen, srvDescPackets, srvDescBytes, srvDescDrops, srvDescPTB, srvDescClamp, srvDescHints, srvDescHintsX} {
+	for _, d := range []*prometheus.Desc{srvDescConns, srvDescSess, srvDescOpen, srvDescPackets, srvDescBytes, srvDescDrops, srvDescPTB, srvDescClamp, srvDescHints, srvDescHintsX, srvDescMigr} {
 		ch <- d
 	}
 }
@@ -400,6 +401,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 		cnt(srvDescHints, st.Hints[k], k.String())
 	}
 	cnt(srvDescHintsX, st.HintsRejected)
+	cnt(srvDescMigr, st.PeerMigrations)
 }
 
 // structFields maps each YAML key (= flag name) of the struct c points to

@@ -96,6 +96,7 @@ type ServerStats struct {
 	MSSClamped                   uint64
 	Hints                        [4]uint64 // by HintKind
 	HintsRejected                uint64
+	PeerMigrations               uint64 // a client's connection moved to a new address (QUIC migration)
 }
 
 // Server is the tunnel server: QUIC + HTTP/3 + CONNECT-IP (RFC 9484) with
@@ -129,7 +130,7 @@ type Server struct {
 		connsAccepted, connsRefused, sessionsOpened, sessionsRefused  atomic.Uint64
 		packetsUp, bytesUp, packetsDown, bytesDown                    atomic.Uint64
 		dropSpoofed, dropRoutes, dropInvalid, dropNoSession, dropSend atomic.Uint64
-		ptb, clamped, hintsRejected                                   atomic.Uint64
+		ptb, clamped, hintsRejected, peerMigrations                   atomic.Uint64
 		hints                                                         [4]atomic.Uint64
 	}
 	dropQueueClosed atomic.Uint64 // queue-full drops of sessions already gone
@@ -755,6 +756,7 @@ func (s *Server) Stats() ServerStats {
 	st.PTBSent = s.st.ptb.Load()
 	st.MSSClamped = s.st.clamped.Load()
 	st.HintsRejected = s.st.hintsRejected.Load()
+	st.PeerMigrations = s.st.peerMigrations.Load()
 	for i := range st.Hints {
 		st.Hints[i] = s.st.hints[i].Load()
 	}
@@ -805,7 +807,11 @@ func (s *Server) Wait() { s.wg.Wait() }
 // drop decisions (the only place they surface: ReadPacket drops silently)
 // and, with QlogDir, writes the trace to a file.
 func (s *Server) tracer(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-	t := &countingTrace{count: s.countDrop}
+	t := &countingTrace{count: s.countDrop, migrated: func(remote netip.AddrPort) {
+		// Rare (a phone's uplink changed): one line each.
+		s.st.peerMigrations.Add(1)
+		s.log.Info("client migrated", zap.Stringer("odcid", odcid), zap.Stringer("remote", remote))
+	}}
 	if s.cfg.QlogDir != "" {
 		path := filepath.Join(s.cfg.QlogDir, fmt.Sprintf("%s_server.sqlog", odcid))
 		f, err := os.Create(path)
