@@ -90,7 +90,7 @@ func startServerDaemon(t *testing.T, c *netns.Chain, pki string, extra ...string
 func TestRunQUICTunnelTransfer(t *testing.T) {
 	needKernel(t)
 	if raceEnabled {
-		t.Skip("quic-go v0.65 has a data race between Conn.switchToNewPath and Conn.ConnectionState on migration (upstream); tested without -race")
+		t.Skip(quicMigrationRace)
 	}
 	c := newChain(t)
 	run := func(ns string, args ...string) {
