@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -178,7 +179,7 @@ func tunnelArgs(c *netns.Chain, pki, mode string, extra ...string) []string {
 // upload (laptop -> server) through `m2ho run --default-mode quic` and
 // `m2ho server`, with the phone's uplink address moving from 10.77.2.1 to
 // 10.77.2.3 (old address removed, SIGHUP) once the tunnel has carried
-// 1000 packets. It asserts, on counters only: iperf3 received bytes and
+// 3000 packets. It asserts, on counters only: iperf3 received bytes and
 // the sender reported its retransmits; the phone migrated exactly once and
 // never redialled; the server saw its client move (its migration counter
 // and log line name the new address); and the receiver's intervals that
@@ -207,8 +208,8 @@ func TestTunnelIperfWithMigration(t *testing.T) {
 	logs := func() string { return "m2ho run:\n" + d.stderr.String() + "\nm2ho server:\n" + stopServer() }
 
 	ic := startIperf(t, c, 6)
-	if v, ok := d.waitMetric(`m2ho_tunnel_client_packets_total{dir="up"}`, func(v float64) bool { return v >= 1000 }, 5*time.Second); !ok {
-		t.Fatalf("the tunnel carried %v packets up in 5 s, want 1000 before the address change\n%s", v, logs())
+	if v, ok := d.waitMetric(`m2ho_tunnel_client_packets_total{dir="up"}`, func(v float64) bool { return v >= 3000 }, 4*time.Second); !ok {
+		t.Fatalf("the tunnel carried %v packets up in 4 s, want 3000 before the address change\n%s", v, logs())
 	}
 	run(netns.Phone, "ip", "addr", "del", "10.77.2.1/24", "dev", netns.PhoneUplinkIf)
 	d.cmd.Process.Signal(syscall.SIGHUP)
@@ -244,6 +245,17 @@ func TestTunnelIperfWithMigration(t *testing.T) {
 	t.Logf("migrated %.1f s after iperf3 -c started; %d receiver intervals after it, %d bytes (last full interval %d bytes)",
 		migrated.Sub(ic.started).Seconds(), len(post), postBytes, lastFull.Sum.Bytes)
 	m := d.metrics()
+	var drops []string
+	for k, v := range m {
+		if strings.HasPrefix(k, "m2ho_tunnel_client_drops_total") && v > 0 {
+			drops = append(drops, fmt.Sprintf("%s %v", k, v))
+		}
+	}
+	// The inner TCP's retransmits against the phone's tunnelled packets and
+	// the server's (in its stop line): DATAGRAMs quic-go discards beyond its
+	// receive queue (128) are counted nowhere else.
+	t.Logf("phone: tunnel packets up %v, drops %v; QUIC packets sent %v, lost %v", m[`m2ho_tunnel_client_packets_total{dir="up"}`], drops,
+		m[`m2ho_tunnel_client_quic_packets_total{event="sent"}`], m[`m2ho_tunnel_client_quic_packets_total{event="lost"}`])
 	if v := m[`m2ho_tunnel_client_packets_total{dir="up"}`]; v <= upAtMigration {
 		t.Errorf("tunnel packets up %v at the end, %v at the migration: nothing went up after it", v, upAtMigration)
 	}
@@ -255,6 +267,11 @@ func TestTunnelIperfWithMigration(t *testing.T) {
 	}
 	d.stop()
 	out := stopServer()
+	for _, l := range strings.Split(out, "\n") {
+		if strings.Contains(l, "server stopped") {
+			t.Logf("%s", l)
+		}
+	}
 	if !strings.Contains(out, "client migrations 1\n") {
 		t.Errorf("the server did not count one client migration:\n%s", out)
 	}
