@@ -39,9 +39,9 @@ import (
 //   - Read blocks until a new client is up (or the link is closed).
 //
 // After a redial, flows survive only if the server assigned the same inner
-// address again (it does when the lease was released and nobody took it,
-// e.g. a single phone) and they did not time out meanwhile; otherwise the
-// log says the open flows break (their segments carry the old address,
+// address again (it does, within its --address-hold: proxy/tunnel's
+// sticky leases) and they did not time out meanwhile; otherwise the log
+// says the open flows break (their segments carry the old address,
 // which the server now drops as spoofed) and only new flows work.
 //
 // The link also follows the uplink's address (see watchUplink): QUIC

@@ -1,7 +1,10 @@
 package tunnel
 
 import (
+	"net/netip"
+
 	cipqlog "github.com/quic-go/connect-ip-go/qlog"
+	"github.com/quic-go/quic-go/qlog"
 	"github.com/quic-go/quic-go/qlogwriter"
 )
 
@@ -17,11 +20,16 @@ type countingTrace struct {
 	// count gets each drop's reason; fromPeer: the packet came from the
 	// peer (else it was ours to send).
 	count func(reason string, fromPeer bool)
-	file  *qlogwriter.FileSeq
+	// migrated, when set, gets the peer's new address each time the
+	// connection's active path moved to another remote address (quic-go's
+	// TupleAssigned event for the active tuple; on the server that is the
+	// client's connection migration, RFC 9000 §9).
+	migrated func(remote netip.AddrPort)
+	file     *qlogwriter.FileSeq
 }
 
 func (t *countingTrace) AddProducer() qlogwriter.Recorder {
-	r := &countingRecorder{count: t.count}
+	r := &countingRecorder{count: t.count, migrated: t.migrated}
 	if t.file != nil {
 		r.file = t.file.AddProducer()
 	}
@@ -29,13 +37,21 @@ func (t *countingTrace) AddProducer() qlogwriter.Recorder {
 }
 
 type countingRecorder struct {
-	count func(reason string, fromPeer bool)
-	file  qlogwriter.Recorder
+	count    func(reason string, fromPeer bool)
+	migrated func(remote netip.AddrPort)
+	file     qlogwriter.Recorder
 }
 
 func (r *countingRecorder) RecordEvent(ev qlogwriter.Event) {
 	if pp, ok := ev.(cipqlog.PacketProcessed); ok && pp.Outcome == cipqlog.PacketDropped {
 		r.count(string(pp.Reason), pp.Source == cipqlog.EndpointPeer)
+	}
+	if ta, ok := ev.(qlog.TupleAssigned); ok && ta.TupleID == "" && r.migrated != nil {
+		remote := ta.Remote.IPv4
+		if !remote.IsValid() {
+			remote = ta.Remote.IPv6
+		}
+		r.migrated(remote)
 	}
 	if r.file != nil {
 		r.file.RecordEvent(ev)
