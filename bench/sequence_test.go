@@ -162,3 +162,23 @@ func TestSummarizeSequences(t *testing.T) {
 		t.Errorf("markdown:\n%s", b.String())
 	}
 }
+
+// Summarize carries the tally into summary.json and summary.md.
+func TestSummarySequences(t *testing.T) {
+	hos, cw, bins, caps := seqRun(func(float64) int64 { return 2_000_000 }, func(float64) float64 { return 1 })
+	runs := []RunResult{{Variant: "m2ho", Handovers: hos, Cwnd: cw, Bins: bins, Capacity: caps}}
+	s := Summarize(runs, Meta{Scenario: "x", Repeat: 1, Variants: []Variant{{Name: "m2ho"}}})
+	if len(s.Sequences) != 1 || s.Sequences[0].Met != 1 || s.Sequences[0].Fraction != 1 {
+		t.Fatalf("sequences %+v", s.Sequences)
+	}
+	var js, md strings.Builder
+	if err := s.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(js.String(), `"sequences"`) || !strings.Contains(md.String(), "| m2ho | 1 | 1 | 1 | 1 | 1 | 100 % |") {
+		t.Fatalf("summary lacks the sequences:\n%s", md.String())
+	}
+}
