@@ -670,14 +670,16 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	// ŝ_max ≤ s_max, the cap's own bound (while the flow is rwnd-limited
 	// and the queue empty, c_est·RTT_min is the window itself and the cap
 	// rises by ŝ_max per RTT too). Half of that, as before, took the 43 KB
-	// of the bench's sub-6 ŝ_max 8 RTTs to refill a 170 KB pipe after
+	// of the bench's sub-6 ŝ_max 6 RTTs to refill a 170 KB pipe after
 	// every capacity dip, and the capacity changes every 0.1 s.
 	//
 	// RTT_min is the path's: it starts over at each handover and is
 	// filtered against the phone's lone bad samples (Flow.addRTT). With
-	// the carried 9.5 ms on a 27.1 ms path the cap was 0.35 of the window
-	// in flight plus ŝ_max, a fixed point of ŝ_max/(1−0.35) whatever the
-	// cell carried: 2.5–2.9 ŝ_max in the three runs of the evidence.
+	// RTT_min at a fraction ρ of the path's, the cap is ρ times the
+	// window in flight plus ŝ_max, a fixed point of ŝ_max/(1−ρ) whatever
+	// the cell carries: on the bench the windows sat at 2.5–2.9 ŝ_max
+	// (ρ ≈ 0.6), and with 9.5 ms on a 27.1 ms path (ρ = 0.35) at the
+	// ŝ_max floor for the 7 s after mmWave → sub-6.
 	//
 	// The floor: ŝ_max itself. In flight ≤ ŝ_max ≤ s_max can never
 	// overflow the buffer (§4.3's own argument for the clamp), so going
