@@ -325,7 +325,8 @@ type RunResult struct {
 	Kernel              map[string]int64
 	SMax                map[string]int
 	Cells               []emu.CellInfo
-	Congestion          string // the sender's congestion control, from iperf3
+	Congestion          string      // the sender's congestion control, from iperf3
+	Cwnd                []CwndPoint // snd_cwnd per sender interval, emulator clock (sequence.go)
 }
 
 // Valid is true when nothing made the run invalid.
@@ -352,6 +353,7 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 	}
 	r.HandoverStats = handoverStats(r, d)
 	for _, iv := range d.Sender.Intervals {
+		r.Cwnd = append(r.Cwnd, CwndPoint{T: iv.End + a.OffsetS, Bytes: iv.CwndBytes})
 		r.Retransmits += iv.Retransmits
 		if iv.RTTus > 0 {
 			r.RTTms = append(r.RTTms, float64(iv.RTTus)/1000)

@@ -46,6 +46,8 @@ type Summary struct {
 	Comparisons         []Comparison   `json:"comparisons"`
 	Cells               []CellSMax     `json:"cells,omitempty"`
 	HandoverTable       []HandoverStat `json:"handover_table"`
+	// Sequences is issue 9's measured requirement per variant (sequence.go).
+	Sequences []SequenceSummary `json:"sequences"`
 }
 
 // VariantSummary is one variant's numbers over all its runs.
@@ -257,6 +259,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		s.Variants = append(s.Variants, vs)
 	}
 	s.Comparisons = compare(runs, m, s)
+	s.Sequences = summarizeSequences(runs, variantNames(m.Variants))
 	s.Valid = s.Valid && len(s.Problems) == 0 && len(runs) > 0
 	return s
 }
@@ -488,6 +491,7 @@ dwell and as "not converged". RTT is the sender's smoothed RTT per 0.1 s
 interval. Plots: throughput.png, convergence_cdf.png, goodput_by_type.png.
 `)
 	s.writeMarkdownDetails(&b)
+	writeSequences(&b, s.Sequences)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}
