@@ -164,6 +164,10 @@ const (
 	DefaultMinAcks       = 3
 	DefaultRTTFilter     = 10
 	DefaultMaxBursts     = 1024
+	// DefaultMaxBurstPackets bounds the adaptive burst size: at the 1 ms
+	// TxTime floor, 128 packets of 1350 bytes is ~1.4 Gbit/s, above
+	// mmWave's ~1 Gbit/s.
+	DefaultMaxBurstPackets = 128
 	// DefaultNominalPacketBytes is the size of a full tunnel packet on the
 	// wire: a ~1280-byte inner IP packet plus QUIC short header, DATAGRAM
 	// frame header and AEAD tag. It converts a hinted rate (bytes/s) into a
@@ -184,6 +188,10 @@ type Config struct {
 	RTTFilter          int           // samples above RTTFilter·min_rtt are ignored (10)
 	MaxBursts          int           // burst records kept (1024)
 	NominalPacketBytes int           // bytes of a full packet, for hinted rates (1350)
+	// MaxBurstPackets bounds the adaptive burst size (see "Burst size" in
+	// the package comment); BurstPackets is its floor and start. Default
+	// max(128, BurstPackets); equal to BurstPackets: fixed bursts.
+	MaxBurstPackets int
 }
 
 // DefaultConfig returns Wave's published constants.
@@ -197,6 +205,7 @@ func DefaultConfig() Config {
 		RTTFilter:          DefaultRTTFilter,
 		MaxBursts:          DefaultMaxBursts,
 		NominalPacketBytes: DefaultNominalPacketBytes,
+		MaxBurstPackets:    DefaultMaxBurstPackets,
 	}
 }
 
@@ -226,6 +235,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NominalPacketBytes == 0 {
 		c.NominalPacketBytes = d.NominalPacketBytes
 	}
+	if c.MaxBurstPackets == 0 {
+		c.MaxBurstPackets = max(d.MaxBurstPackets, c.BurstPackets)
+	}
 	switch {
 	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
@@ -243,6 +255,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.MaxBursts = %d, want 1..1048576", c.MaxBursts)
 	case c.NominalPacketBytes < 1:
 		return c, fmt.Errorf("wave: Config.NominalPacketBytes = %d, want > 0", c.NominalPacketBytes)
+	case c.MaxBurstPackets < c.BurstPackets || c.MaxBurstPackets > 1<<16:
+		return c, fmt.Errorf("wave: Config.MaxBurstPackets = %d, want BurstPackets (%d)..65536", c.MaxBurstPackets, c.BurstPackets)
 	}
 	return c, nil
 }
@@ -261,7 +275,10 @@ type Counters struct {
 	RecoveryUpdates  uint64 // recovery-mode TxTime updates
 	Adjustments      uint64 // ΔRTT > β resets
 	BurstsLossy      uint64 // settled with a loss: no sample
-	BurstsAppLimited uint64 // not full or spread over time: no sample
+	BurstsAppLimited uint64 // released too spread out (or too few acks for a partial burst): no sample
+	BurstsPartial    uint64 // partial bursts measured (ATD scaled to the burst size)
+	BurstGrows       uint64 // burst size doubled (TxTime at its floor)
+	BurstShrinks     uint64 // burst size halved (TxTime well above its floor, or a lossy burst)
 	BurstsShortTrain uint64 // full, settled by 2..MinAcks-1 frames: no sample
 	BurstsEvicted    uint64 // dropped from the full burst ring
 	BurstsDropped    uint64 // dropped by an adjustment or a handover restart
@@ -295,7 +312,9 @@ type State struct {
 	PilotRTT    time.Duration // last burst's pilot
 	LatestRTT   time.Duration // last accepted ACK-frame sample
 	SmoothedRTT time.Duration
-	NextBurst   time.Time // earliest start of the next burst window
+	// BurstPackets is the current (adaptive) burst size.
+	BurstPackets int
+	NextBurst    time.Time // earliest start of the next burst window
 
 	BytesInFlight int // sent, not yet acked or lost, plus released not yet sent
 	Predicted     bool
@@ -339,7 +358,9 @@ type burst struct {
 	lastAck      time.Time
 	pilot        time.Duration
 	pilotPN      int64
-	spread       bool // released at more than one instant
+	size         int       // the burst size when it opened
+	lastRel      time.Time // release instant of the last datagram
+	foreign      bool      // the window's first datagrams are not in it: no sample
 	live         bool
 }
 
@@ -385,6 +406,8 @@ type Pacer struct {
 	cellType  string
 	hintRate  float64
 
+	burstN int // current burst size, BurstPackets..MaxBurstPackets
+
 	c Counters
 }
 
@@ -397,6 +420,7 @@ func New(cfg Config) (*Pacer, error) {
 	p := &Pacer{
 		cfg:     cfg,
 		txTime:  cfg.InitialTxTime,
+		burstN:  cfg.BurstPackets,
 		bursts:  make([]burst, cfg.MaxBursts),
 		pkts:    make([]pkt, cfg.MaxBursts*cfg.BurstPackets),
 		settled: make([]burst, 0, 64),
@@ -432,9 +456,9 @@ func (p *Pacer) Budget(now time.Time) (packets, bytes int) {
 
 func (p *Pacer) budget(now time.Time, count bool) (packets, bytes int) {
 	if p.winOpen && now.Before(p.nextStart()) {
-		packets = p.cfg.BurstPackets - p.winReleased
+		packets = p.burstN - p.winReleased
 	} else {
-		packets = p.cfg.BurstPackets
+		packets = p.burstN
 	}
 	if packets <= 0 {
 		return 0, 0
@@ -470,7 +494,7 @@ func (p *Pacer) Next(now time.Time) (at time.Time, n int) {
 	if p.capBlocked() {
 		return time.Time{}, 0
 	}
-	return p.nextStart(), p.cfg.BurstPackets
+	return p.nextStart(), p.burstN
 }
 
 // OnRelease records that n datagrams of total size bytes were handed to the
@@ -492,16 +516,14 @@ func (p *Pacer) OnRelease(now time.Time, n, bytes int) {
 	b := p.burstByID(p.winBurst)
 	if b == nil { // dropped by an adjustment within the window
 		b = p.newBurst(now)
-		b.spread = true // the window's first datagrams are not in it
+		b.foreign = true
 	}
-	if p.winReleased+n > p.cfg.BurstPackets {
+	if p.winReleased+n > p.burstN {
 		p.c.ReleaseOverrun++
 	}
 	p.winReleased += n
 	p.pending += bytes
-	if b.released > 0 && !now.Equal(b.start) {
-		b.spread = true
-	}
+	b.lastRel = now
 	b.released += n
 	b.pendingBytes += bytes
 }
@@ -520,7 +542,7 @@ func (p *Pacer) newBurst(now time.Time) *burst {
 	id := p.bNext
 	p.bNext++
 	b := &p.bursts[id%uint64(len(p.bursts))]
-	*b = burst{id: id, start: now, live: true, pilotPN: math.MinInt64}
+	*b = burst{id: id, start: now, lastRel: now, size: p.burstN, live: true, pilotPN: math.MinInt64}
 	p.winBurst = id
 	p.c.Bursts++
 	return b
@@ -760,13 +782,24 @@ func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
 		switch {
 		case b.lost > 0:
 			p.c.BurstsLossy++
-		case b.released < p.cfg.BurstPackets || b.spread:
+			p.lossy(b)
+		case b.foreign:
 			p.c.BurstsAppLimited++
 		case b.acks >= p.cfg.MinAcks:
+			if !p.trainIsPath(b) {
+				p.c.BurstsAppLimited++
+				continue
+			}
 			if p.track(b) {
 				return // adjustment: the other records are gone
 			}
 		case b.acks == 1:
+			// QUIC Wave's recovery situation needs a burst of the size
+			// the pacer chose, released as one burst.
+			if b.released < b.size || 4*b.lastRel.Sub(b.start) > p.txTime {
+				p.c.BurstsAppLimited++
+				continue
+			}
 			if recovered || !sampleOK {
 				continue
 			}
@@ -805,19 +838,34 @@ func (p *Pacer) updateAvg(sample time.Duration) time.Duration {
 	return p.deltaRTT
 }
 
+// trainIsPath reports whether a burst's ACK train shows the path's
+// dispersion rather than the sender's: the burst's datagrams were released
+// over at most half of the train's length (see "Partial and spread bursts"
+// in the package comment).
+func (p *Pacer) trainIsPath(b *burst) bool {
+	spread := b.lastRel.Sub(b.start)
+	return spread <= 0 || 2*spread <= b.lastAck.Sub(b.firstAck)
+}
+
 // track is the tracking rule on one settled burst; it reports an adjustment.
+// ackTrainDispersion is scaled to the current burst size: a partial burst
+// of k datagrams (or one of an older size) took k/burstN of a burst's time.
 func (p *Pacer) track(b *burst) bool {
 	n := b.acks
-	p.atd = time.Duration(float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1))
+	atd := float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1)
+	p.atd = time.Duration(atd * float64(p.burstN) / float64(b.released))
 	p.pilot = b.pilot
 	d := p.updateAvg(b.pilot)
 	p.c.BurstsMeasured++
+	if b.released < b.size {
+		p.c.BurstsPartial++
+	}
 	if d > p.cfg.Beta {
 		p.adjust()
 		return true
 	}
-	p.setTxTime(p.atd + d/2)
 	p.mode = ModeTracking
+	p.setEstimate(p.atd+d/2, b.released == p.burstN && b.size == p.burstN)
 	return false
 }
 
@@ -830,9 +878,53 @@ func (p *Pacer) recover(rtt time.Duration) bool {
 		return true
 	}
 	dRTT := rtt - p.minRTT
-	p.setTxTime(time.Duration(recoveryKeep*float64(p.txTime) + recoveryGain*float64(dRTT)))
 	p.mode = ModeRecovery
+	// no growth in recovery: without an ACK train nothing says the path
+	// drained the burst faster than the floor, and the recovery rule
+	// already probes (its fixed point is a standing queue of ~3·TxTime).
+	p.setEstimate(time.Duration(recoveryKeep*float64(p.txTime)+recoveryGain*float64(dRTT)), false)
 	return false
+}
+
+// shrinkAt is how far above MinTxTime a new TxTime must be for the burst
+// size to halve; growth happens below MinTxTime, so the two leave a band
+// [MinTxTime, shrinkAt·MinTxTime) in which the size stays.
+const shrinkAt = 4
+
+// setEstimate sets TxTime to t, Wave's interval for a burst of burstN
+// packets, first adapting burstN (see "Burst size" in the package
+// comment). Both changes keep the rate burstN/TxTime: a doubled burst
+// gets twice t, so only the floor stops binding.
+func (p *Pacer) setEstimate(t time.Duration, mayGrow bool) {
+	switch {
+	case mayGrow && t < p.cfg.MinTxTime && p.burstN < p.cfg.MaxBurstPackets:
+		p.resize(min(2*p.burstN, p.cfg.MaxBurstPackets), &t)
+		p.c.BurstGrows++
+	case t >= shrinkAt*p.cfg.MinTxTime && p.burstN > p.cfg.BurstPackets:
+		p.resize(max(p.burstN/2, p.cfg.BurstPackets), &t)
+		p.c.BurstShrinks++
+	}
+	p.setTxTime(t)
+}
+
+// resize sets burstN to n and scales *t so that the rate stays.
+func (p *Pacer) resize(n int, t *time.Duration) {
+	*t = time.Duration(float64(*t) * float64(n) / float64(p.burstN))
+	p.burstN = n
+}
+
+// lossy halves a grown burst size after a loss in a burst of the current
+// size, at the same rate (TxTime halves too, floored): the loss may be the
+// burst overflowing a shallow bottleneck buffer, which a smaller burst at
+// the same rate does not; Wave itself does not slow down on loss.
+func (p *Pacer) lossy(b *burst) {
+	if b.size != p.burstN || p.burstN <= p.cfg.BurstPackets {
+		return
+	}
+	t := p.txTime
+	p.resize(max(p.burstN/2, p.cfg.BurstPackets), &t)
+	p.setTxTime(t)
+	p.c.BurstShrinks++
 }
 
 func (p *Pacer) setTxTime(t time.Duration) {
@@ -847,6 +939,7 @@ func (p *Pacer) setTxTime(t time.Duration) {
 func (p *Pacer) adjust() {
 	p.c.Adjustments++
 	p.txTime = p.cfg.InitialTxTime
+	p.burstN = p.cfg.BurstPackets
 	p.minRTT = 0
 	p.avgRTT = p.srtt
 	p.deltaRTT = 0
@@ -919,13 +1012,17 @@ func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerS
 		p.c.HintsInvalid++
 		p.hintRate = 0
 		p.txTime = p.cfg.InitialTxTime
+		p.burstN = p.cfg.BurstPackets
 		p.mode = ModeInitial
 		return fmt.Errorf("%w: executed c_est = %v bytes/s, want > 0 and finite", ErrHint, cEstBytesPerSec)
 	}
 	p.c.HintsExecuted++
 	p.hintRate = cEstBytesPerSec
-	burstBytes := float64(p.cfg.BurstPackets * p.cfg.NominalPacketBytes)
-	t := time.Duration(burstBytes / cEstBytesPerSec * float64(time.Second))
+	// the smallest burst that reaches c_est above the TxTime floor
+	pkt := float64(p.cfg.NominalPacketBytes)
+	n := int(math.Ceil(cEstBytesPerSec * p.cfg.MinTxTime.Seconds() / pkt))
+	p.burstN = min(max(n, p.cfg.BurstPackets), p.cfg.MaxBurstPackets)
+	t := time.Duration(float64(p.burstN) * pkt / cEstBytesPerSec * float64(time.Second))
 	p.setTxTime(min(t, p.cfg.InitialTxTime))
 	p.mode = ModeHinted
 	return nil
@@ -950,6 +1047,7 @@ func (p *Pacer) State() State {
 		PilotRTT:      p.pilot,
 		LatestRTT:     p.latest,
 		SmoothedRTT:   p.srtt,
+		BurstPackets:  p.burstN,
 		NextBurst:     p.nextStart(),
 		BytesInFlight: p.inflight + p.pending,
 		Predicted:     p.predicted,
