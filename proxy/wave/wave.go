@@ -408,6 +408,8 @@ type Pacer struct {
 
 	burstN int // current burst size, BurstPackets..MaxBurstPackets
 
+	restartAt time.Time // last executed handover: older packets give no RTT sample
+
 	c Counters
 }
 
@@ -701,9 +703,22 @@ func (p *Pacer) OnLost(now time.Time, pn int64) {
 
 // OnAck processes one ACK frame received at now. Ranges may repeat packets
 // acknowledged by earlier frames (QUIC ACK frames do); only newly
-// acknowledged packets count.
-func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
+// acknowledged packets count. It is OnAckDelayed with no ack delay.
+func (p *Pacer) OnAck(now time.Time, ranges []AckRange) { p.OnAckDelayed(now, 0, ranges) }
+
+// OnAckDelayed is OnAck for a frame whose ACK Delay field (RFC 9000
+// §19.3: the time the receiver held the ACK after receiving its largest
+// packet) was ackDelay. The ACK train's timestamps are now − ackDelay:
+// when the frame would have arrived had the receiver sent it at once, so
+// the delayed ACK of a burst's odd last packet (quic-go holds it up to
+// max_ack_delay, 25 ms) does not stretch the burst's dispersion. RTT
+// samples stay now − send time (see the package comment).
+func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []AckRange) {
 	p.c.AckFrames++
+	at := now
+	if ackDelay > 0 {
+		at = now.Add(-ackDelay)
+	}
 	p.ackSeq++
 	seq := p.ackSeq
 	p.settled = p.settled[:0]
@@ -734,9 +749,9 @@ func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
 				b.lastFrame = seq
 				b.acks++
 				if b.acks == 1 {
-					b.firstAck = now
+					b.firstAck = at
 				}
-				b.lastAck = now
+				b.lastAck = at
 			}
 			if b.acks == 1 && q.pn > b.pilotPN {
 				// pilot: the first frame's RTT, of its largest packet of the burst
@@ -760,7 +775,9 @@ func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
 	}
 	// the frame's RTT sample (RFC 9002 latest_rtt, ack delay not subtracted)
 	rtt := now.Sub(largest.sent)
-	sampleOK := rtt > 0
+	// after an executed handover the old path's packets measure the old
+	// path: their ACKs must not seed the new path's min_rtt
+	sampleOK := rtt > 0 && !largest.sent.Before(p.restartAt)
 	if sampleOK && p.minRTT > 0 && rtt > time.Duration(p.cfg.RTTFilter)*p.minRTT {
 		p.c.SamplesFiltered++
 		sampleOK = false
@@ -1002,8 +1019,10 @@ func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerS
 	p.predicted = false
 	p.capBytes = 0
 	p.cellType = cellType
+	p.restartAt = now
 	p.dropBursts()
 	p.minRTT = 0
+	p.srtt = 0 // the old path's
 	p.avgRTT = 0
 	p.deltaRTT = 0
 	p.alpha = 0
@@ -1057,4 +1076,18 @@ func (p *Pacer) State() State {
 		LiveBursts:    live,
 		Counters:      p.c,
 	}
+}
+
+// BDPPackets is how many packets the Pacer sends in one min_rtt at its
+// current rate (burstN packets per TxTime): its estimate of the path's
+// bandwidth-delay product, 0 while min_rtt is unknown. A queue in front of
+// the Pacer that carries a loss-based TCP needs about this much room (a
+// BDP of buffer keeps a Reno sender busy through its window halving,
+// Villamizar and Song, "High performance TCP in ANSNET", CCR 1994) and
+// more only adds delay: Wave moves the bottleneck's queue into the pacer's.
+func (p *Pacer) BDPPackets() int {
+	if p.minRTT <= 0 || p.txTime <= 0 {
+		return 0
+	}
+	return int(math.Ceil(float64(p.minRTT) / float64(p.txTime) * float64(p.burstN)))
 }
