@@ -51,12 +51,28 @@
 //     gives no ATD: the survivors' dispersion is not the dispersion of the
 //     burst that was sent.
 //
-//   - Only full bursts are measured: a burst that released fewer than
-//     BurstPackets datagrams (application-limited) or whose datagrams were
-//     released at more than one instant (the pacer filled up a burst window
-//     as data trickled in) gives RTT samples but no ATD or recovery update
-//     (BurstsAppLimited): its dispersion is the application's, not the
-//     path's.
+//   - Partial and spread bursts. A TCP sender inside the tunnel hands its
+//     segments over one or two at a time (its ACK clock), so many bursts
+//     are partial (the whole queue was fewer than a burst) or spread (the
+//     window filled as packets trickled in). A burst of k < burstN
+//     datagrams released at once is measured like a full one and its ATD
+//     scaled to the burst size, ATD·burstN/k: k packets sent back to back
+//     leave the bottleneck k/C apart whatever burstN is (BurstsPartial).
+//     A burst whose datagrams were released over a spread s is measured
+//     only when 2·s <= the ACK train's length: then at least half of the
+//     train is the path's dispersion, not the sender's spacing (a burst
+//     released at the sender's own pace, acked at that pace, is refused:
+//     BurstsAppLimited). Recovery needs a burst of the pacer's size
+//     released within TxTime/4. This replaces holding the window until a
+//     burst is queued (a "burst-fill wait", which delays every packet of
+//     an application-limited flow and still measures nothing when the
+//     queue never fills).
+//
+//   - ACK Delay. An ACK frame's ACK Delay field (RFC 9000 §19.3) is taken
+//     off its arrival time for the train (OnAckDelayed): the odd last
+//     packet of a burst is acked after max_ack_delay (25 ms in quic-go),
+//     which would otherwise stretch the train of every burst with an odd
+//     number of packets, and of every partial burst, by up to 25 ms.
 //
 //   - Recovery is applied when one ACK frame settles a full burst on its own
 //     (n = 1), at most once per ACK frame, with rtt = that frame's RTT
@@ -95,12 +111,39 @@
 //     estimate applies to the window already open). A datagram arriving at
 //     an empty queue therefore goes at once when the window allows.
 //
+//   - Burst size. Wave's bursts are fixed (10 packets) in both published
+//     implementations, and the TCP Wave module makes the size a parameter:
+//     with TxTime >= 1 ms that caps the rate at ~108 Mbit/s, a tenth of an
+//     mmWave cell. Here burstN adapts between BurstPackets and
+//     MaxBurstPackets (128): when the tracking rule asks for a TxTime
+//     below the floor (ATD + ΔRTT/2 < MinTxTime) after a full burst of the
+//     current size, no loss and at least MinAcks frames, the path drained
+//     that burst faster than the floor lets the pacer send it and no queue
+//     grew (ΔRTT/2 is part of the sum), so burstN doubles and TxTime
+//     becomes twice the computed value: the same rate, now expressible
+//     above the floor; the next measured burst of the new size decides
+//     the next step (one doubling per measured burst, like slow start but
+//     measured, not assumed). When a tracking or recovery TxTime reaches
+//     4·MinTxTime, burstN halves with TxTime (same rate): small bursts
+//     keep the burst's own queue short when the floor does not bind. A
+//     lossy burst of the current size halves burstN at the same rate (the
+//     burst may have overflowed a shallow buffer; Wave does not slow down
+//     on loss). Adjustment and a hint without c_est restart at
+//     BurstPackets. Recovery never grows the burst: without a train
+//     nothing shows the path drained it. An executed hint sizes the burst
+//     from c_est: the smallest burstN with burstN·NominalPacketBytes /
+//     c_est >= MinTxTime.
+//
 //   - Handover hints (no published Wave has them): a predicted handover caps
 //     bytes in flight (sent and not acked or lost, plus released and not
 //     yet sent) at ŝ_max, cwnd-like (a release may start below the cap and
 //     overshoot by less than a packet; never a stall with nothing in
 //     flight), and leaves TxTime alone; an executed handover restarts the
-//     estimate (OnHandoverExecuted); a withdrawal lifts the cap.
+//     estimate (OnHandoverExecuted): min_rtt and the smoothed RTT are
+//     forgotten and the packets sent before it give no RTT sample (they
+//     measure the old path: one such sample as min_rtt would make every
+//     new-path sample look 10× too large and force an adjustment); a
+//     withdrawal lifts the cap.
 //
 // Underneath, quic-go keeps its own NewReno and pacer (it has no pluggable
 // congestion control): Wave only decides what is handed to SendDatagram
@@ -108,13 +151,10 @@
 // its ACK goes out, so ACK frames cover ~6 packets and the pacer runs
 // mostly in recovery mode, as QUIC Wave reports with GSO.
 //
-// Memory per Pacer with the defaults: ~1024 burst records and 10240 packet
-// records (~0.5 MB), preallocated.
-//
-// Rate limits of the constants: with 10-packet bursts and TxTime ≥ 1 ms the
-// pacer cannot exceed 10 packets per millisecond (~108 Mbit/s at 1350-byte
-// packets); mmWave rates need a larger BurstPackets or a smaller MinTxTime
-// (both configurable).
+// Memory per Pacer with the defaults: 1024 burst records (200 bytes) and
+// 10240 packet records (48 bytes), ~0.7 MB, preallocated. 10240 packets in
+// flight is 13.8 MB: 1 Gbit/s for 110 ms of RTT; beyond that the oldest
+// records are evicted (PacketsEvicted) and estimates degrade.
 //
 // The Pacer is not safe for concurrent use; the Pump serialises it.
 package wave
