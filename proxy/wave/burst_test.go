@@ -289,7 +289,7 @@ func TestGate(t *testing.T) {
 		t.Fatalf("BDPPackets %d, want 100 (100 ms / 10 ms · 10)", b)
 	}
 	if l := g.QueueLimit(); l != 200 {
-		t.Fatalf("QueueLimit %d, want 200", l)
+		t.Fatalf("QueueLimit %d, want 200 (as of the last Budget)", l)
 	}
 
 	// the ŝ_max cap: 2000 bytes allow 2 packets, then only an ACK opens it
@@ -359,3 +359,28 @@ func TestGatePerCallAllocsNothing(t *testing.T) {
 		}
 	}
 }
+
+func TestTrackingRecoveryTransitions(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.train(h.burst(0, 10), 100, 2) // tracking: TxTime 10 ms, min_rtt 100
+	first := h.burst(300, 10)
+	h.ackUpTo(400, first+9) // one frame: recovery, 0.4·10 + 0.2·0 = 4 ms
+	s := h.p.State()
+	if s.Mode != ModeRecovery {
+		t.Fatalf("mode %v, want recovery", s.Mode)
+	}
+	near(t, "TxTime", s.TxTime, ms(4))
+	h.train(h.burst(600, 10), 700, 1) // a train again: ATD 5 ms
+	s = h.p.State()
+	if s.Mode != ModeTracking {
+		t.Fatalf("mode %v, want tracking", s.Mode)
+	}
+	near(t, "TxTime", s.TxTime, ms(5))
+}
+
+// Gate has the shape of proxy/tunnel's Pacer seam (Budget, Sent; Hint is
+// the caller's, translating tunnel.Hint to the Gate's hint methods).
+var _ interface {
+	Budget(now time.Time, queued int) (int, time.Duration)
+	Sent(now time.Time, size int)
+} = (*Gate)(nil)

@@ -168,7 +168,7 @@ func TestPureCore(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
-	allowed := map[string]bool{"context": true, "errors": true, "fmt": true, "math": true, "sync": true, "time": true}
+	allowed := map[string]bool{"context": true, "errors": true, "fmt": true, "math": true, "sync": true, "sync/atomic": true, "time": true}
 	for _, imp := range strings.Fields(string(out)) {
 		if !allowed[imp] {
 			t.Errorf("proxy/wave imports %s", imp)

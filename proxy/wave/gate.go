@@ -3,6 +3,7 @@ package wave
 import (
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,7 +27,8 @@ type Gate struct {
 	ev     *Events
 	relAt  time.Time // instant of the last Budget that allowed packets
 	relOK  bool
-	capMax int // bytes of one packet for the ŝ_max budget (NominalPacketBytes)
+	capMax int          // bytes of one packet for the ŝ_max budget (NominalPacketBytes)
+	qlim   atomic.Int32 // QueueLimit as of the last Budget
 }
 
 // CapPoll is how long Budget tells the loop to wait when only an ACK (or a
@@ -52,6 +54,7 @@ func (g *Gate) Budget(now time.Time, queued int) (n int, wait time.Duration) {
 	if g.ev != nil {
 		g.ev.DrainInto(g.p)
 	}
+	g.qlim.Store(int32(g.queueLimit()))
 	if queued <= 0 {
 		return 0, 0
 	}
@@ -148,9 +151,12 @@ const (
 // simulation (target_test.go) this cuts the inner TCP's mean RTT at low
 // BDP from 93 ms (512 packets) to 25 ms at 1.8 % goodput cost, and lifts
 // its goodput at 600 ms from 40 % to 99 % of capacity.
-func (g *Gate) QueueLimit() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
+//
+// It takes no lock (the value as of the last Budget call), so a producer
+// goroutine may call it for every packet it queues.
+func (g *Gate) QueueLimit() int { return int(g.qlim.Load()) }
+
+func (g *Gate) queueLimit() int {
 	b := g.p.BDPPackets()
 	if b == 0 {
 		return 0
