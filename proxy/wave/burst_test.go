@@ -384,3 +384,18 @@ var _ interface {
 	Budget(now time.Time, queued int) (int, time.Duration)
 	Sent(now time.Time, size int)
 } = (*Gate)(nil)
+
+func TestSpreadBySender(t *testing.T) {
+	// released at once, but the transport sent the packets over 6 ms (as
+	// quic-go's pacer may): against an 8 ms train that is too spread
+	h := newHarness(t, Config{})
+	now := t0
+	h.p.OnRelease(now, 10, 10*size)
+	for i := int64(0); i < 10; i++ {
+		h.p.OnSent(now.Add(time.Duration(i)*ms(6)/9), i, size, 1)
+	}
+	h.train(0, 100, 2)
+	if s := h.p.State(); s.BurstsAppLimited != 1 || s.BurstsMeasured != 0 {
+		t.Fatalf("app-limited %d measured %d, want the sender-spread burst refused", s.BurstsAppLimited, s.BurstsMeasured)
+	}
+}

@@ -58,8 +58,9 @@
 //     datagrams released at once is measured like a full one and its ATD
 //     scaled to the burst size, ATD·burstN/k: k packets sent back to back
 //     leave the bottleneck k/C apart whatever burstN is (BurstsPartial).
-//     A burst whose datagrams were released over a spread s is measured
-//     only when 2·s <= the ACK train's length: then at least half of the
+//     A burst whose datagrams were released (or, if the transport below
+//     spread them more, sent) over a spread s is measured only when
+//     2·s <= the ACK train's length: then at least half of the
 //     train is the path's dispersion, not the sender's spacing (a burst
 //     released at the sender's own pace, acked at that pace, is refused:
 //     BurstsAppLimited). Recovery needs a burst of the pacer's size
@@ -400,8 +401,18 @@ type burst struct {
 	pilotPN      int64
 	size         int       // the burst size when it opened
 	lastRel      time.Time // release instant of the last datagram
+	firstSent    time.Time // OnSent time of its first packet
+	lastSent     time.Time // and of its last
 	foreign      bool      // the window's first datagrams are not in it: no sample
 	live         bool
+}
+
+// spread is how long the burst took to leave: from its first release to
+// its last, or from its first packet sent to its last when the transport
+// spread it more (quic-go's own pacer may spread a burst Wave released at
+// once), so the dispersion is judged against what was sent.
+func (b *burst) spread() time.Duration {
+	return max(b.lastRel.Sub(b.start), b.lastSent.Sub(b.firstSent))
 }
 
 func (b *burst) settled() bool {
@@ -647,6 +658,10 @@ func (p *Pacer) OnSent(now time.Time, pn int64, bytes, datagrams int) {
 		p.c.PacketsUnpaced++
 		return
 	}
+	if b.packets == 0 {
+		b.firstSent = now
+	}
+	b.lastSent = now
 	b.matched += datagrams
 	b.packets++
 	sub := min(bytes, b.pendingBytes)
@@ -853,7 +868,7 @@ func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []Ack
 		case b.acks == 1:
 			// QUIC Wave's recovery situation needs a burst of the size
 			// the pacer chose, released as one burst.
-			if b.released < b.size || 4*b.lastRel.Sub(b.start) > p.txTime {
+			if b.released < b.size || 4*b.spread() > p.txTime {
 				p.c.BurstsAppLimited++
 				continue
 			}
@@ -900,7 +915,7 @@ func (p *Pacer) updateAvg(sample time.Duration) time.Duration {
 // over at most half of the train's length (see "Partial and spread bursts"
 // in the package comment).
 func (p *Pacer) trainIsPath(b *burst) bool {
-	spread := b.lastRel.Sub(b.start)
+	spread := b.spread()
 	return spread <= 0 || 2*spread <= b.lastAck.Sub(b.firstAck)
 }
 
