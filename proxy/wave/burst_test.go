@@ -172,8 +172,8 @@ func TestSpreadBurstTolerated(t *testing.T) {
 }
 
 func TestAckDelaySubtracted(t *testing.T) {
-	// frames at 100..103 ms and a last one at 130 ms that the receiver
-	// held 26 ms (the odd packet's delayed ACK): the train ends at 104.
+	// frames at 100..103 ms and a last one at 129 ms that the receiver
+	// held 25 ms (the odd packet's delayed ACK): the train ends at 104.
 	for _, viaEvents := range []bool{false, true} {
 		h := newHarness(t, Config{})
 		ev := NewEvents(0)
@@ -181,7 +181,7 @@ func TestAckDelaySubtracted(t *testing.T) {
 		for i := int64(0); i < 5; i++ {
 			at, d := ms(100+float64(i)), time.Duration(0)
 			if i == 4 {
-				at, d = ms(130), ms(26)
+				at, d = ms(129), ms(25)
 			}
 			r := []AckRange{{0, first + 2*i + 1}}
 			if viaEvents {
@@ -192,7 +192,7 @@ func TestAckDelaySubtracted(t *testing.T) {
 		}
 		ev.DrainInto(h.p)
 		s := h.p.State()
-		near(t, "ATD", s.ATD, ms(5)) // 4·5/4; 37.5 without the ack delay
+		near(t, "ATD", s.ATD, ms(5)) // 4·5/4; 36.25 without the ack delay
 		near(t, "PilotRTT", s.PilotRTT, ms(100))
 	}
 }
@@ -397,5 +397,29 @@ func TestSpreadBySender(t *testing.T) {
 	h.train(0, 100, 2)
 	if s := h.p.State(); s.BurstsAppLimited != 1 || s.BurstsMeasured != 0 {
 		t.Fatalf("app-limited %d measured %d, want the sender-spread burst refused", s.BurstsAppLimited, s.BurstsMeasured)
+	}
+}
+
+func TestAckDelayBounded(t *testing.T) {
+	// an ACK Delay above max_ack_delay is taken off only up to 25 ms;
+	// one that would put the train's end before its start gives no sample
+	h := newHarness(t, Config{})
+	first := h.burst(0, 10)
+	for i := int64(0); i < 4; i++ {
+		h.p.OnAck(t0.Add(ms(100+float64(i))), []AckRange{{0, first + 2*i + 1}})
+	}
+	h.p.OnAckDelayed(t0.Add(ms(130)), time.Second, []AckRange{{0, first + 9}})
+	near(t, "ATD", h.p.State().ATD, ms(6.25)) // (105 − 100)·5/4
+	h2 := newHarness(t, Config{})
+	first = h2.burst(0, 10)
+	h2.p.OnAck(t0.Add(ms(120)), []AckRange{{0, first + 1}})
+	for i := int64(1); i < 5; i++ {
+		h2.p.OnAckDelayed(t0.Add(ms(121)), ms(24), []AckRange{{0, first + 2*i + 1}})
+	}
+	if s := h2.p.State(); s.BurstsShortTrain != 1 || s.BurstsMeasured != 0 {
+		t.Fatalf("short %d measured %d, want the reordered train refused", s.BurstsShortTrain, s.BurstsMeasured)
+	}
+	if _, err := New(Config{MaxAckDelay: -1}); err == nil {
+		t.Fatal("negative MaxAckDelay accepted")
 	}
 }

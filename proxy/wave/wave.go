@@ -209,6 +209,7 @@ const (
 	// TxTime floor, 128 packets of 1350 bytes is ~1.4 Gbit/s, above
 	// mmWave's ~1 Gbit/s.
 	DefaultMaxBurstPackets = 128
+	DefaultMaxAckDelay     = 25 * time.Millisecond
 	// DefaultNominalPacketBytes is the size of a full tunnel packet on the
 	// wire: a ~1280-byte inner IP packet plus QUIC short header, DATAGRAM
 	// frame header and AEAD tag. It converts a hinted rate (bytes/s) into a
@@ -233,6 +234,10 @@ type Config struct {
 	// the package comment); BurstPackets is its floor and start. Default
 	// max(128, BurstPackets); equal to BurstPackets: fixed bursts.
 	MaxBurstPackets int
+	// MaxAckDelay caps the ACK Delay taken off an ACK frame's arrival
+	// (OnAckDelayed): the peer's max_ack_delay (25 ms, RFC 9000 §18.2 and
+	// quic-go's default). A larger field is not trusted further.
+	MaxAckDelay time.Duration
 }
 
 // DefaultConfig returns Wave's published constants.
@@ -247,6 +252,7 @@ func DefaultConfig() Config {
 		MaxBursts:          DefaultMaxBursts,
 		NominalPacketBytes: DefaultNominalPacketBytes,
 		MaxBurstPackets:    DefaultMaxBurstPackets,
+		MaxAckDelay:        DefaultMaxAckDelay,
 	}
 }
 
@@ -276,6 +282,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NominalPacketBytes == 0 {
 		c.NominalPacketBytes = d.NominalPacketBytes
 	}
+	if c.MaxAckDelay == 0 {
+		c.MaxAckDelay = d.MaxAckDelay
+	}
 	if c.MaxBurstPackets == 0 {
 		c.MaxBurstPackets = max(d.MaxBurstPackets, c.BurstPackets)
 	}
@@ -296,6 +305,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.MaxBursts = %d, want 1..1048576", c.MaxBursts)
 	case c.NominalPacketBytes < 1:
 		return c, fmt.Errorf("wave: Config.NominalPacketBytes = %d, want > 0", c.NominalPacketBytes)
+	case c.MaxAckDelay < 0:
+		return c, fmt.Errorf("wave: Config.MaxAckDelay = %v, want > 0", c.MaxAckDelay)
 	case c.MaxBurstPackets < c.BurstPackets || c.MaxBurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.MaxBurstPackets = %d, want BurstPackets (%d)..65536", c.MaxBurstPackets, c.BurstPackets)
 	}
@@ -772,7 +783,7 @@ func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []Ack
 	p.c.AckFrames++
 	at := now
 	if ackDelay > 0 {
-		at = now.Add(-ackDelay)
+		at = now.Add(-min(ackDelay, p.cfg.MaxAckDelay))
 	}
 	p.ackSeq++
 	seq := p.ackSeq
@@ -857,6 +868,9 @@ func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []Ack
 			p.lossy(b)
 		case b.foreign:
 			p.c.BurstsAppLimited++
+		case b.acks >= p.cfg.MinAcks && b.lastAck.Before(b.firstAck):
+			// ACK Delay fields that reorder the train: no dispersion
+			p.c.BurstsShortTrain++
 		case b.acks >= p.cfg.MinAcks:
 			if !p.trainIsPath(b) {
 				p.c.BurstsAppLimited++
