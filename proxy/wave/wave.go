@@ -73,7 +73,10 @@
 //     off its arrival time for the train (OnAckDelayed): the odd last
 //     packet of a burst is acked after max_ack_delay (25 ms in quic-go),
 //     which would otherwise stretch the train of every burst with an odd
-//     number of packets, and of every partial burst, by up to 25 ms.
+//     number of packets, and of every partial burst, by up to 25 ms. The
+//     field is trusted up to Config.MaxAckDelay (the peer's max_ack_delay,
+//     25 ms), and a train it would reorder (last before first) gives no
+//     sample, so a bogus field cannot shrink a train to nothing.
 //
 //   - Recovery is applied when one ACK frame settles a full burst on its own
 //     (n = 1), at most once per ACK frame, with rtt = that frame's RTT
