@@ -3,6 +3,7 @@ package emu
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -353,4 +354,138 @@ func xcalEvents(t *testing.T, path string) []signaling.Event {
 		}
 	}
 	return Recorded(evs)
+}
+
+// measuredDrives are the distinct drives of the artifact's XCAL logs
+// (measurements/*/*), each as FromEvents reads it; two files with the same
+// handovers are one drive.
+func measuredDrives(t *testing.T) ([]Schedule, [][]signaling.Event) {
+	root := filepath.Join(testDataDir(), "m2ho-mobicom24", "measurements")
+	if _, err := os.Stat(root); err != nil {
+		t.Skipf("shared data absent (%s): the recorded constants stand in", root)
+	}
+	files, _ := filepath.Glob(filepath.Join(root, "*", "*", "*.csv"))
+	seen := map[string]bool{}
+	var out []Schedule
+	var logs [][]signaling.Event
+	for _, f := range files {
+		evs := xcalEvents(t, f)
+		if len(evs) == 0 {
+			continue
+		}
+		s := FromEvents(evs, SinceOrigin(evs[0].Time), time.Second)
+		key := fmt.Sprint(s.StartType)
+		for _, h := range s.Handovers {
+			key += fmt.Sprintf(" %v>%v", h.At, h.ToType)
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, s)
+		logs = append(logs, evs)
+	}
+	return out, logs
+}
+
+// The recorded dwells and handover split are what DwellStats gives on the
+// artifact's XCAL logs.
+func TestMeasuredDwellsFromData(t *testing.T) {
+	ds, _ := measuredDrives(t)
+	var st DwellStats
+	for _, s := range ds {
+		st.Add(s)
+	}
+	for _, c := range []struct {
+		typ   signaling.CellType
+		mean  time.Duration
+		vert  float64
+		n, nv int
+	}{{signaling.CellSub6, MeasuredDwellSub6, MeasuredVerticalSub6, 37, 9}, {signaling.CellMmWave, MeasuredDwellMmWave, MeasuredVerticalMmWave, 38, 12}} {
+		got := st.MeanDwell(c.typ)
+		if len(ds) != 10 || len(st.Dwells[c.typ]) != c.n || st.Vertical[c.typ] != c.nv || absDur(got-c.mean) > time.Millisecond || math.Abs(st.VerticalShare(c.typ)-c.vert) > 1e-9 {
+			t.Errorf("%v over %d drives: %d dwells, mean %v, %d vertical (%.3f); recorded %d, %v, %d (%.3f)", c.typ, len(ds), len(st.Dwells[c.typ]), got, st.Vertical[c.typ], st.VerticalShare(c.typ), c.n, c.mean, c.nv, c.vert)
+		}
+		d := st.Dwells[c.typ]
+		t.Logf("%v: n %d mean %v p10 %v p50 %v p90 %v max %v; %d horizontal, %d vertical", c.typ, len(d), got, DurationQuantile(d, .1), DurationQuantile(d, .5), DurationQuantile(d, .9), DurationQuantile(d, 1), st.Horizontal[c.typ], st.Vertical[c.typ])
+	}
+}
+
+// A dwell always starts at a handover, and its serving type picks its
+// distribution and the chance that the next handover is vertical: with
+// per-type dwells of 4 s (sub-6) and 16 s (mmWave) the drawn means follow
+// the type, and the vertical shares follow vertical_by_type; the old
+// single dwell key still applies to a type dwell_by_type leaves out.
+func TestSynthesizeDwellByType(t *testing.T) {
+	p := Synthetic{Dwell: Dist{Kind: "fixed", Mean: 7 * time.Second},
+		DwellByType:    map[string]Dist{"sub6": {Kind: "exponential", Mean: 4 * time.Second}, "mmwave": {Kind: "exponential", Mean: 16 * time.Second}},
+		VerticalByType: map[string]float64{"sub6": 0.2, "mmwave": 0.6}}
+	s, err := Synthesize(refs(), p, 100000*time.Second, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := map[string]signaling.CellType{}
+	for _, r := range refs() {
+		typ[r.ID] = r.Type
+	}
+	var st DwellStats
+	st.Add(Schedule{StartType: typ[s.Start], Handovers: s.Handovers})
+	for _, c := range []struct {
+		t    signaling.CellType
+		mean time.Duration
+		vert float64
+	}{{signaling.CellSub6, 4 * time.Second, 0.2}, {signaling.CellMmWave, 16 * time.Second, 0.6}} {
+		// the 1 s floor of a dwell adds at most ~0.1 s to a 4 s mean
+		if m := st.MeanDwell(c.t); math.Abs(float64(m-c.mean)) > 0.05*float64(c.mean)+float64(150*time.Millisecond) {
+			t.Errorf("%v: mean dwell %v, want %v", c.t, m, c.mean)
+		}
+		if v := st.VerticalShare(c.t); math.Abs(v-c.vert) > 0.03 {
+			t.Errorf("%v: vertical share %.3f, want %.2f", c.t, v, c.vert)
+		}
+	}
+	p.DwellByType = map[string]Dist{"sub6": {Kind: "fixed", Mean: 3 * time.Second}}
+	s, _ = Synthesize(refs(), p, 1000*time.Second, 3)
+	st = DwellStats{}
+	st.Add(Schedule{StartType: typ[s.Start], Handovers: s.Handovers})
+	if st.MeanDwell(signaling.CellSub6) != 3*time.Second || st.MeanDwell(signaling.CellMmWave) != 7*time.Second {
+		t.Errorf("dwells %v / %v, want 3 s on sub-6 and the old key's 7 s on mmWave", st.MeanDwell(signaling.CellSub6), st.MeanDwell(signaling.CellMmWave))
+	}
+	for _, bad := range []Synthetic{
+		{Dwell: p.Dwell, DwellByType: map[string]Dist{"lte": {Kind: "fixed", Mean: time.Second}}},
+		{Dwell: p.Dwell, DwellByType: map[string]Dist{"sub6": {Kind: "exponential"}}},
+		{Dwell: p.Dwell, VerticalByType: map[string]float64{"mmwave": 1.5}},
+	} {
+		if _, err := Synthesize(refs(), bad, 100*time.Second, 1); err == nil {
+			t.Errorf("%+v: no error", bad)
+		}
+	}
+}
+
+// The mixed drive takes the measured dwells and split: over a long
+// synthetic drive its mean dwell per serving type and its vertical share
+// per source type are the XCAL logs' (the clamps to [1 s, max] move the
+// means by a few per cent).
+func TestMixedDriveDwellsAsMeasured(t *testing.T) {
+	md, err := Builtin("mixed-drive", LoadOptions{Duration: 20000 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := map[string]signaling.CellType{}
+	for _, c := range md.Config.Cells {
+		typ[c.ID] = c.Type
+	}
+	var st DwellStats
+	st.Add(Schedule{StartType: typ[md.Config.Schedule.Start], Handovers: md.Config.Schedule.Handovers})
+	for _, c := range []struct {
+		t    signaling.CellType
+		mean time.Duration
+		vert float64
+	}{{signaling.CellSub6, MeasuredDwellSub6, MeasuredVerticalSub6}, {signaling.CellMmWave, MeasuredDwellMmWave, MeasuredVerticalMmWave}} {
+		if m := st.MeanDwell(c.t); math.Abs(float64(m-c.mean)) > 0.08*float64(c.mean) {
+			t.Errorf("%v: mean dwell %v, measured %v", c.t, m, c.mean)
+		}
+		if v := st.VerticalShare(c.t); math.Abs(v-c.vert) > 0.04 {
+			t.Errorf("%v: vertical share %.3f, measured %.3f", c.t, v, c.vert)
+		}
+	}
 }

@@ -569,3 +569,75 @@ func Recorded(evs []signaling.Event) []signaling.Event {
 	}
 	return out
 }
+
+// DwellStats gathers, over the schedules of measured drives (FromEvents),
+// the dwell between two consecutive handovers by the serving type during
+// it, and the horizontal and vertical handovers by their source type. The
+// stretch before a log's first handover and after its last are censored
+// (the log starts or ends inside them) and left out. LTE counts as sub-6
+// (the data rides the anchor or the sub-6 leg) in the dwells; a handover
+// from LTE alone (SN addition) is neither horizontal nor vertical.
+type DwellStats struct {
+	Dwells     map[signaling.CellType][]time.Duration
+	Horizontal map[signaling.CellType]int
+	Vertical   map[signaling.CellType]int
+}
+
+// Add counts one drive's schedule.
+func (d *DwellStats) Add(s Schedule) {
+	if d.Dwells == nil {
+		d.Dwells = map[signaling.CellType][]time.Duration{}
+		d.Horizontal = map[signaling.CellType]int{}
+		d.Vertical = map[signaling.CellType]int{}
+	}
+	raw := s.StartType
+	for i, h := range s.Handovers {
+		cur, to := dataType(raw), dataType(h.ToType)
+		if i > 0 {
+			d.Dwells[cur] = append(d.Dwells[cur], h.At-s.Handovers[i-1].At)
+		}
+		switch {
+		case raw == signaling.CellLTE:
+			// an SN addition from the anchor alone: not a handover
+			// between two cells of the emulated kind
+		case to == cur:
+			d.Horizontal[cur]++
+		default:
+			d.Vertical[cur]++
+		}
+		raw = h.ToType
+	}
+}
+
+// MeanDwell is the mean of the dwells on t.
+func (d DwellStats) MeanDwell(t signaling.CellType) time.Duration {
+	xs := d.Dwells[t]
+	if len(xs) == 0 {
+		return 0
+	}
+	var s time.Duration
+	for _, x := range xs {
+		s += x
+	}
+	return s / time.Duration(len(xs))
+}
+
+// VerticalShare is the share of handovers from t that change the type.
+func (d DwellStats) VerticalShare(t signaling.CellType) float64 {
+	n := d.Horizontal[t] + d.Vertical[t]
+	if n == 0 {
+		return 0
+	}
+	return float64(d.Vertical[t]) / float64(n)
+}
+
+// Measured dwells and handover split of the M2HO artifact's XCAL logs
+// (DwellStats over the 10 distinct drives of measurements/*/*: 16/2-ho.csv
+// and 16/bw-2-ho.csv are one drive; CALIBRATION.md has the quantiles).
+// The dwell's maximum-likelihood exponential is its mean.
+const (
+	MeasuredDwellSub6      = 10_768 * time.Millisecond // 37 dwells
+	MeasuredDwellMmWave    = 9_919 * time.Millisecond  // 38 dwells
+	MeasuredVerticalSub6   = 9.0 / 37                  // 28 horizontal, 9 vertical
+	MeasuredVerticalMmWave = 12.0 / 38                 // 26 horizontal, 12 vertical
+)

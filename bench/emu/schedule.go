@@ -157,9 +157,15 @@ func (d Dist) Draw(r *rand.Rand) time.Duration {
 // Synthetic parameterises a generated drive.
 type Synthetic struct {
 	Dwell Dist `yaml:"dwell"` // time between handovers, e.g. exponential mean 9 s
+	// DwellByType, when it has the serving cell's type (sub6, mmwave),
+	// replaces Dwell for the dwells on a cell of that type.
+	DwellByType map[string]Dist `yaml:"dwell_by_type"`
 	// Vertical is the probability that a handover changes the cell type
 	// (when cells of the other type exist); the rest are horizontal.
 	Vertical float64 `yaml:"vertical"`
+	// VerticalByType, when it has the source cell's type, replaces
+	// Vertical for handovers from a cell of that type.
+	VerticalByType map[string]float64 `yaml:"vertical_by_type"`
 	// FalseAlarms is the probability that a dwell contains one false alarm.
 	FalseAlarms float64 `yaml:"false_alarms"`
 	Start       string  `yaml:"start"` // first serving cell ("" = the first cell)
@@ -177,11 +183,40 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	if len(cells) == 0 {
 		return Schedule{}, fmt.Errorf("synthetic: no cells")
 	}
-	if err := p.Dwell.validate("synthetic.dwell"); err != nil {
-		return Schedule{}, err
+	dwells := map[bool]Dist{}       // by IsSub6 of the serving type
+	verticals := map[bool]float64{} // by IsSub6 of the source type
+	if len(p.DwellByType) < 2 {
+		if err := p.Dwell.validate("synthetic.dwell"); err != nil {
+			return Schedule{}, err
+		}
 	}
 	if !(p.Vertical >= 0 && p.Vertical <= 1) {
 		return Schedule{}, fmt.Errorf("synthetic.vertical: %v is not a probability in [0,1]", p.Vertical)
+	}
+	for _, sub6 := range []bool{true, false} {
+		dwells[sub6], verticals[sub6] = p.Dwell, p.Vertical
+	}
+	for _, k := range sortedKeys(p.DwellByType) {
+		t, ok := parseType(k)
+		if !ok || t == signaling.CellLTE {
+			return Schedule{}, fmt.Errorf("synthetic.dwell_by_type.%s: not sub6 or mmwave", k)
+		}
+		d := p.DwellByType[k]
+		if err := d.validate("synthetic.dwell_by_type." + k); err != nil {
+			return Schedule{}, err
+		}
+		dwells[t.IsSub6()] = d
+	}
+	for _, k := range sortedKeys(p.VerticalByType) {
+		t, ok := parseType(k)
+		if !ok || t == signaling.CellLTE {
+			return Schedule{}, fmt.Errorf("synthetic.vertical_by_type.%s: not sub6 or mmwave", k)
+		}
+		v := p.VerticalByType[k]
+		if !(v >= 0 && v <= 1) {
+			return Schedule{}, fmt.Errorf("synthetic.vertical_by_type.%s: %v is not a probability in [0,1]", k, v)
+		}
+		verticals[t.IsSub6()] = v
 	}
 	if !(p.FalseAlarms >= 0 && p.FalseAlarms <= 1) {
 		return Schedule{}, fmt.Errorf("synthetic.false_alarms: %v is not a probability in [0,1]", p.FalseAlarms)
@@ -203,7 +238,7 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	t := time.Duration(0)
 	const minGap = time.Second // keeps one handover's report after the previous one's end
 	for {
-		dwell := p.Dwell.Draw(r)
+		dwell := dwells[cells[cur].Type.IsSub6()].Draw(r)
 		if dwell < minGap {
 			dwell = minGap
 		}
@@ -217,7 +252,7 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 		if t >= duration {
 			break
 		}
-		next := pickTarget(cells, cur, p.Vertical, r)
+		next := pickTarget(cells, cur, verticals[cells[cur].Type.IsSub6()], r)
 		if next < 0 {
 			continue
 		}
@@ -225,6 +260,15 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 		cur = next
 	}
 	return s, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 func sameKind(a, b signaling.CellType) bool { return a.IsSub6() == b.IsSub6() }
