@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -487,5 +488,41 @@ func TestMixedDriveDwellsAsMeasured(t *testing.T) {
 		if v := st.VerticalShare(c.t); math.Abs(v-c.vert) > 0.04 {
 			t.Errorf("%v: vertical share %.3f, measured %.3f", c.t, v, c.vert)
 		}
+	}
+}
+
+// --seed draws another drive: the mixed drive's handover times and its
+// capacity traces change with the seed, the same seed gives the same
+// drive (the bench pairs the variants of a repetition by it), and 0 keeps
+// the file's seed.
+func TestSeedDrawsTheSyntheticDrive(t *testing.T) {
+	load := func(seed uint64) *Scenario {
+		s, err := Builtin("mixed-drive", LoadOptions{Seed: seed, Duration: 60 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	times := func(s *Scenario) []time.Duration {
+		var out []time.Duration
+		for _, h := range s.Config.Schedule.Handovers {
+			out = append(out, h.At)
+		}
+		return out
+	}
+	capAt := func(s *Scenario) int64 { return s.Config.Cells[0].Capacity.Bytes(0, 30*time.Second) }
+	def, one, two, three := load(0), load(1), load(2), load(3)
+	if def.Config.Seed != 1 || !reflect.DeepEqual(times(def), times(one)) || capAt(def) != capAt(one) {
+		t.Fatalf("seed 0 is not the file's seed 1: %v vs %v", times(def), times(one))
+	}
+	if reflect.DeepEqual(times(one), times(two)) || reflect.DeepEqual(times(two), times(three)) || reflect.DeepEqual(times(one), times(three)) {
+		t.Fatalf("seeds 1, 2, 3 share handover times: %v / %v / %v", times(one), times(two), times(three))
+	}
+	if capAt(one) == capAt(two) {
+		t.Fatal("seeds 1 and 2 share the capacity trace")
+	}
+	again := load(2)
+	if !reflect.DeepEqual(again.Config.Schedule, two.Config.Schedule) || capAt(again) != capAt(two) {
+		t.Fatal("seed 2 twice: different drives")
 	}
 }

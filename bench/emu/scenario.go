@@ -69,6 +69,11 @@ type LoadOptions struct {
 	// Duration, when > 0, replaces the file's duration before a synthetic
 	// schedule is drawn, so a longer run gets handovers all along.
 	Duration time.Duration
+	// Seed, when > 0, replaces the file's seed before the synthetic
+	// schedule and the measured-variability capacity traces are drawn (the
+	// emulator's --seed): each seed is another drive, and every run with
+	// one seed (every variant of one repetition of the bench) the same.
+	Seed uint64
 	// XCALPath and CapacityPath (the --xcal and --capacity flags) replace
 	// the scenario's schedule with a replay of that drive: the XCAL export
 	// and, optionally, its iperf3 UDP log as the capacity of every cell.
@@ -371,6 +376,9 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	var drive *Drive
 	if opts.Duration > 0 {
 		f.Duration = opts.Duration
+	}
+	if opts.Seed > 0 {
+		f.Seed = opts.Seed
 	}
 	cfg.Seed, cfg.Duration = f.Seed, f.Duration
 	if f.Duration <= 0 || f.Duration > 24*time.Hour {
