@@ -455,6 +455,9 @@ func TestSynthesizeDwellByType(t *testing.T) {
 		{Dwell: p.Dwell, DwellByType: map[string]Dist{"lte": {Kind: "fixed", Mean: time.Second}}},
 		{Dwell: p.Dwell, DwellByType: map[string]Dist{"sub6": {Kind: "exponential"}}},
 		{Dwell: p.Dwell, VerticalByType: map[string]float64{"mmwave": 1.5}},
+		{Dwell: p.Dwell, FalseAlarmEnd: "a2"},
+		{Dwell: p.Dwell, FalseAlarmResends: 2},
+		{Dwell: p.Dwell, FalseAlarmEnd: "silence", FalseAlarmResends: 2},
 	} {
 		if _, err := Synthesize(refs(), bad, 100*time.Second, 1); err == nil {
 			t.Errorf("%+v: no error", bad)
@@ -524,5 +527,53 @@ func TestSeedDrawsTheSyntheticDrive(t *testing.T) {
 	again := load(2)
 	if !reflect.DeepEqual(again.Config.Schedule, two.Config.Schedule) || capAt(again) != capAt(two) {
 		t.Fatal("seed 2 twice: different drives")
+	}
+}
+
+// What follows a report that gets no command, in the artifact's XCAL logs:
+// 16 episodes over the 10 drives; 13 end in a command after all, 1.3-2.6 s
+// after the first report; none ends in an A1; 1 ends in silence and 2 run
+// into the log's end, with 0, 0 and 3 re-sends; the re-sends are ~0.35 s
+// apart. The recorded scenario figures follow.
+func TestUnansweredReportsFromData(t *testing.T) {
+	ds, logs := measuredDrives(t)
+	var u Unanswered
+	var st DwellStats
+	for i, evs := range logs {
+		u.Add(evs, time.Second, 2*time.Second, 3*time.Second)
+		st.Add(ds[i])
+	}
+	if u.Episodes != 16 || u.Late != 13 || u.A1 != 0 || u.Silence != 1 || u.Censored != 2 || !reflect.DeepEqual(u.Resends, []int{0, 0, 3}) {
+		t.Fatalf("%+v", u)
+	}
+	dwells := len(st.Dwells[signaling.CellSub6]) + len(st.Dwells[signaling.CellMmWave])
+	if r := float64(u.Silence+u.Censored) / float64(dwells); math.Abs(r-MeasuredFalseAlarmRate) > 1e-9 {
+		t.Errorf("false alarms per dwell %.4f, recorded %.4f", r, MeasuredFalseAlarmRate)
+	}
+	if g := DurationQuantile(u.ResendGaps, 0.5); absDur(g-MeasuredResendEvery) > time.Millisecond {
+		t.Errorf("median re-send gap %v, recorded %v", g, MeasuredResendEvery)
+	}
+	t.Logf("%+v; re-send gaps p10 %v p50 %v p90 %v", u, DurationQuantile(u.ResendGaps, .1), DurationQuantile(u.ResendGaps, .5), DurationQuantile(u.ResendGaps, .9))
+}
+
+// The mixed drive's false alarms are the measured kind: re-sent, then
+// silent (no A1), at the measured rate per dwell.
+func TestMixedDriveFalseAlarmsAsMeasured(t *testing.T) {
+	md, err := Builtin("mixed-drive", LoadOptions{Duration: 20000 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fas := md.Config.Schedule.FalseAlarms
+	if len(fas) == 0 {
+		t.Fatal("no false alarms")
+	}
+	for _, fa := range fas {
+		if !fa.Silent || fa.Resends != MeasuredFalseAlarmResends || fa.ResendEvery != MeasuredResendEvery {
+			t.Fatalf("false alarm %+v: want silent, %d re-sends every %v", fa, MeasuredFalseAlarmResends, MeasuredResendEvery)
+		}
+	}
+	// dwells of 2 s or less carry none, so a little under the rate
+	if r := float64(len(fas)) / float64(len(md.Config.Schedule.Handovers)); r > MeasuredFalseAlarmRate*1.15 || r < MeasuredFalseAlarmRate*0.7 {
+		t.Errorf("false alarms per dwell %.3f, measured %.3f", r, MeasuredFalseAlarmRate)
 	}
 }

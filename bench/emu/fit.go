@@ -641,3 +641,117 @@ const (
 	MeasuredVerticalSub6   = 9.0 / 37                  // 28 horizontal, 9 vertical
 	MeasuredVerticalMmWave = 12.0 / 38                 // 26 horizontal, 12 vertical
 )
+
+// Unanswered is what a signalling log shows after a measurement report
+// that no handover command follows within maxLead (A1, periodic and
+// unknown reports excluded). Such a report opens an episode; the reports
+// that follow it at most resendGap apart, with no command between, belong
+// to it, and those of its first report's event and neighbour are its
+// re-sends (a report is re-sent every reportInterval while its condition
+// holds, TS 38.331 §5.5.4). The episode then ends in one of: a command
+// within horizon of its last report (Late: the handover came after all,
+// typically an A2 on mmWave, then a B1 and the command 1.2-2.6 s after the
+// A2), an A1 (the condition left), the log's end within horizon
+// (Censored), or nothing (Silence).
+type Unanswered struct {
+	Episodes, Late, A1, Silence, Censored int
+	// Resends counts the re-sends of the episodes that end in A1,
+	// Silence or Censored (the false alarms), ResendGaps the gaps
+	// between consecutive reports of every episode.
+	Resends    []int
+	ResendGaps []time.Duration
+	// LateAfter is, for Late episodes, first report → command.
+	LateAfter []time.Duration
+}
+
+// Add counts the episodes of one log.
+func (u *Unanswered) Add(evs []signaling.Event, maxLead, resendGap, horizon time.Duration) {
+	counted := func(e signaling.Event) bool {
+		return e.Kind == signaling.KindReport && e.Meas != signaling.MeasA1 && e.Meas != signaling.MeasPeriodic && e.Meas != signaling.MeasUnknown
+	}
+	if len(evs) == 0 {
+		return
+	}
+	end := evs[len(evs)-1].Time
+	answered := func(i int) bool {
+		for _, f := range evs[i+1:] {
+			if f.Time.Sub(evs[i].Time) > maxLead {
+				return false
+			}
+			if f.Kind == signaling.KindHOCommand && !f.Inferred {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(evs); i++ {
+		if !counted(evs[i]) || answered(i) {
+			continue
+		}
+		first, last, n := evs[i].Time, evs[i].Time, 0
+		lastSame := first
+		j := i + 1
+		outcome := ""
+		for ; j < len(evs) && outcome == ""; j++ {
+			f := evs[j]
+			if f.Time.Sub(last) > horizon {
+				outcome = "silence"
+				break
+			}
+			switch {
+			case f.Kind == signaling.KindHOCommand && !f.Inferred:
+				outcome = "late"
+				u.LateAfter = append(u.LateAfter, f.Time.Sub(first))
+			case f.Kind == signaling.KindReport && f.Meas == signaling.MeasA1:
+				outcome = "a1"
+			case counted(f) && f.Time.Sub(last) <= resendGap:
+				// the same report again is a re-send (a copy within
+				// 10 ms is the same message logged twice); another
+				// event keeps the episode open
+				if f.Meas == evs[i].Meas && f.Neighbor.ID == evs[i].Neighbor.ID {
+					if g := f.Time.Sub(lastSame); g >= 10*time.Millisecond {
+						u.ResendGaps = append(u.ResendGaps, g)
+						n++
+						lastSame = f.Time
+					}
+				}
+				last = f.Time
+			case counted(f):
+				// a report after a longer gap opens the next episode
+				outcome = "silence"
+				j--
+			}
+		}
+		if outcome == "" {
+			outcome = "silence"
+			if end.Sub(last) < horizon {
+				outcome = "censored"
+			}
+		}
+		u.Episodes++
+		switch outcome {
+		case "late":
+			u.Late++
+		case "a1":
+			u.A1++
+			u.Resends = append(u.Resends, n)
+		case "silence":
+			u.Silence++
+			u.Resends = append(u.Resends, n)
+		case "censored":
+			u.Censored++
+			u.Resends = append(u.Resends, n)
+		}
+		i = j - 1
+	}
+}
+
+// Measured false alarms (Unanswered over the XCAL logs of the 10 drives,
+// CALIBRATION.md): the episodes that end in silence or run into the
+// log's end (1 + 2; none ends in an A1) per dwell (75), their mean
+// re-sends (0, 0, 3), and the median gap between re-sends.
+const (
+	MeasuredFalseAlarmRate    = 3.0 / 75
+	MeasuredFalseAlarmResends = 1
+	MeasuredResendEvery       = 354 * time.Millisecond
+)

@@ -197,7 +197,8 @@ const (
 	ctrlA1
 	ctrlCommand
 	ctrlRA
-	ctrlReplay // a logged event published as it is
+	ctrlReplay   // a logged event published as it is
+	ctrlAlarmEnd // the last report of a false alarm that ends in silence
 )
 
 type ctrl struct {
@@ -568,14 +569,26 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		if nb >= 0 && meas != signaling.MeasA2 {
 			rep.Neighbor = m.cells[nb].sig
 		}
-		a1 := fa.A1After
-		if a1 <= 0 {
-			a1 = m.cfg.A1After
+		if fa.Silent && (fa.Resends < 0 || (fa.Resends > 0 && fa.ResendEvery <= 0)) {
+			return fmt.Errorf("%s: %d re-sends every %v (need >= 0 re-sends, and a gap > 0 with them)", field, fa.Resends, fa.ResendEvery)
 		}
-		m.alarms = append(m.alarms, window{fa.At, fa.At + a1})
-		m.ctrls = append(m.ctrls,
-			ctrl{t: fa.At, kind: ctrlReport, ho: -1, ev: rep},
-			ctrl{t: fa.At + a1, kind: ctrlA1, ho: -1, ev: signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA1, Serving: m.cells[s].sig}})
+		end := fa.End(m.cfg.A1After)
+		m.alarms = append(m.alarms, window{fa.At, end})
+		if !fa.Silent {
+			m.ctrls = append(m.ctrls,
+				ctrl{t: fa.At, kind: ctrlReport, ho: -1, ev: rep},
+				ctrl{t: end, kind: ctrlA1, ho: -1, ev: signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA1, Serving: m.cells[s].sig}})
+			continue
+		}
+		// The measured behaviour: the report is re-sent at its interval,
+		// then nothing follows; the last one counts the false alarm.
+		for k := 0; k <= fa.Resends; k++ {
+			kind := ctrlReport
+			if k == fa.Resends {
+				kind = ctrlAlarmEnd
+			}
+			m.ctrls = append(m.ctrls, ctrl{t: fa.At + time.Duration(k)*fa.ResendEvery, kind: kind, ho: -1, ev: rep})
+		}
 	}
 	for _, r := range sc.Replay {
 		if r.At < 0 {
@@ -922,7 +935,7 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 	switch c.kind {
 	case ctrlReport:
 		m.c.Reports++
-	case ctrlA1:
+	case ctrlA1, ctrlAlarmEnd:
 		m.c.Reports++
 		m.c.FalseAlarms++
 	case ctrlCommand:

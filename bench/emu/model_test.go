@@ -357,6 +357,35 @@ func TestFalseAlarm(t *testing.T) {
 	}
 }
 
+// A false alarm as the artifact's XCAL logs show it: the report, its
+// re-sends at the report interval (same event, same neighbour), then
+// nothing: no A1 that a predictor could take as the withdrawal.
+func TestFalseAlarmEndsInSilence(t *testing.T) {
+	c := oneMs()
+	c.Schedule.FalseAlarms = []FalseAlarm{{At: time.Second, Silent: true, Resends: 2, ResendEvery: 350 * time.Millisecond}}
+	r := newRun(t, c)
+	r.until(5 * time.Second)
+	if len(r.ev) != 3 {
+		t.Fatalf("events %+v, want the report and 2 re-sends", r.ev)
+	}
+	for k, e := range r.ev {
+		if e.Kind != signaling.KindReport || e.Meas != signaling.MeasA3 || e.Neighbor.ID != "B" || e.Time != t0.Add(time.Second+time.Duration(k)*350*time.Millisecond) {
+			t.Fatalf("event %d: %+v", k, e)
+		}
+	}
+	cn := r.m.Counters()
+	if cn.FalseAlarms != 1 || cn.Reports != 3 || cn.Handovers != [2][2]int64{} || r.m.Serving().ID != "A" {
+		t.Fatalf("counters %+v serving %v", cn, r.m.Serving())
+	}
+	if fa := r.m.FalseAlarmRecords(5 * time.Second); len(fa) != 1 || fa[0].Report != time.Second || fa[0].A1 != 1700*time.Millisecond {
+		t.Fatalf("records %+v (the end is the last re-send)", fa)
+	}
+	c.Schedule.FalseAlarms[0].ResendEvery = 0
+	if _, err := New(c, t0, 1); err == nil {
+		t.Fatal("re-sends with no gap accepted")
+	}
+}
+
 func slotEvents(evs []signaling.Event) []signaling.Event {
 	var s []signaling.Event
 	for _, e := range evs {

@@ -60,7 +60,7 @@ func (m *Model) HandoverRecords(until time.Duration) []HandoverRecord {
 }
 
 // FalseAlarmRecords lists the false alarms whose A1 came by until, in
-// report order.
+// report order; for one that ends in silence, A1 is its last re-send.
 func (m *Model) FalseAlarmRecords(until time.Duration) []FalseAlarmRecord {
 	var out []FalseAlarmRecord
 	for _, a := range m.alarms {

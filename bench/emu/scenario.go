@@ -140,10 +140,13 @@ type hoFile struct {
 }
 
 type faFile struct {
-	At       time.Duration `yaml:"at"`
-	Neighbor string        `yaml:"neighbor"`
-	Report   string        `yaml:"report"`
-	A1After  time.Duration `yaml:"a1_after"`
+	At          time.Duration `yaml:"at"`
+	Neighbor    string        `yaml:"neighbor"`
+	Report      string        `yaml:"report"`
+	A1After     time.Duration `yaml:"a1_after"`
+	End         string        `yaml:"end"` // "a1" (default) or "silence"
+	Resends     int           `yaml:"resends"`
+	ResendEvery time.Duration `yaml:"resend_every"`
 }
 
 type scenarioFile struct {
@@ -617,7 +620,21 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 			if fa.A1After < 0 {
 				return nil, fmt.Errorf("%s.a1_after: negative", field)
 			}
-			cfg.Schedule.FalseAlarms = append(cfg.Schedule.FalseAlarms, FalseAlarm{At: fa.At, Neighbor: fa.Neighbor, Report: meas, A1After: fa.A1After})
+			a := FalseAlarm{At: fa.At, Neighbor: fa.Neighbor, Report: meas, A1After: fa.A1After}
+			switch fa.End {
+			case "", "a1":
+				if fa.Resends != 0 {
+					return nil, fmt.Errorf("%s.resends: needs end: silence", field)
+				}
+			case "silence":
+				if fa.Resends < 0 || fa.Resends > 100 || (fa.Resends > 0 && fa.ResendEvery <= 0) {
+					return nil, fmt.Errorf("%s.resends: %d every %v (need 0-100, and resend_every > 0 with re-sends)", field, fa.Resends, fa.ResendEvery)
+				}
+				a.Silent, a.Resends, a.ResendEvery = true, fa.Resends, fa.ResendEvery
+			default:
+				return nil, fmt.Errorf("%s.end: %q is not a1 or silence", field, fa.End)
+			}
+			cfg.Schedule.FalseAlarms = append(cfg.Schedule.FalseAlarms, a)
 		}
 	}
 	name := f.Name
