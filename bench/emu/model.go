@@ -217,8 +217,12 @@ type hoPlan struct {
 	holeAt time.Duration
 	// What this handover did, counted from its command to the next:
 	// tail drops at a cell buffer, and at its own flush the packets
-	// missing (holes) and delivered past them (early).
+	// missing (holes) and delivered past them (early). targetDrops are
+	// the drops among them from the command (the forwarded queue
+	// included) until one RTT after random access: the target's
+	// overflow (Finding 3), the one count behind OverflowHandovers.
 	drops, holes, early int64
+	targetDrops         int64
 }
 
 type window struct{ from, to time.Duration }
@@ -266,10 +270,6 @@ type Model struct {
 	// end of the slot chosen as the hole (0 = not chosen yet)
 	holePlan int
 	holeSlot time.Duration
-	// Finding 3 per handover: overflow counted until ovUntil for ovPlan
-	ovPlan  int
-	ovUntil time.Duration
-	ovHit   bool
 	logs    [2]*MMLog
 	capNext [2]time.Duration
 }
@@ -339,7 +339,6 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 		ulBuf:   int64(float64(cfg.UplinkBuffer) * scale),
 		ulBps:   cfg.UplinkMbps * 1e6 * scale,
 		lateThr: cfg.LateThreshold,
-		ovPlan:  -1,
 		curPlan: -1,
 	}
 	if m.lateThr == 0 {
@@ -830,17 +829,21 @@ func (m *Model) push(c *cell, p pkt) bool {
 	if c.queued+p.size > c.Buffer {
 		m.c.OverflowDrops++
 		m.c.OverflowBytes += p.size
-		if m.curPlan >= 0 {
-			m.plans[m.curPlan].drops++
-		}
 		if m.inHO {
 			m.c.HODrops++
 		}
-		if m.ovPlan >= 0 && !m.ovHit && m.now <= m.ovUntil {
-			m.ovHit = true
-			m.c.OverflowHandovers++
-			if m.cells[m.plans[m.ovPlan].from].Type == signaling.CellMmWave {
-				m.c.OverflowFromMmWave++
+		if m.curPlan >= 0 {
+			hp := &m.plans[m.curPlan]
+			hp.drops++
+			if m.now <= hp.ra+m.cfg.RTT {
+				// the handover's first target-overflow drop makes it
+				// an overflow handover: counted here only
+				if hp.targetDrops++; hp.targetDrops == 1 {
+					m.c.OverflowHandovers++
+					if m.cells[hp.from].Type == signaling.CellMmWave {
+						m.c.OverflowFromMmWave++
+					}
+				}
 			}
 		}
 		return false
@@ -941,7 +944,6 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 	case ctrlCommand:
 		m.curPlan = c.ho
 		m.command(&m.plans[c.ho], at, t, out)
-		m.ovPlan, m.ovUntil, m.ovHit = c.ho, m.plans[c.ho].ra+m.cfg.RTT, false
 		if m.cells[m.plans[c.ho].from].Type == signaling.CellMmWave {
 			m.c.FromMmWave++
 		}
