@@ -270,8 +270,8 @@ type Model struct {
 	// end of the slot chosen as the hole (0 = not chosen yet)
 	holePlan int
 	holeSlot time.Duration
-	logs    [2]*MMLog
-	capNext [2]time.Duration
+	logs     [2]*MMLog
+	capNext  [2]time.Duration
 }
 
 const never = time.Duration(math.MaxInt64)
