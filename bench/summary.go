@@ -68,6 +68,8 @@ type VariantSummary struct {
 	TunnelRTTMsMean float64 `json:"tunnel_rtt_ms_mean"`
 	TunnelRTTMsP50  float64 `json:"tunnel_rtt_ms_p50"`
 	TunnelRTTMsP95  float64 `json:"tunnel_rtt_ms_p95"`
+	// Tunnel: the variant carries its flow through the QUIC tunnel.
+	Tunnel bool `json:"tunnel,omitempty"`
 
 	Args              []string  `json:"args"`
 	GoodputMbpsRuns   []float64 `json:"goodput_mbps_runs"`
@@ -185,7 +187,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		s.Cells = append(s.Cells, *c)
 	}
 	for _, v := range m.Variants {
-		vs := VariantSummary{Name: v.Name, Args: v.Args, GoodputMbpsByType: map[string]float64{}, Valid: true,
+		vs := VariantSummary{Name: v.Name, Args: v.Args, Tunnel: v.Tunnel(), GoodputMbpsByType: map[string]float64{}, Valid: true,
 			GoodputMbpsRuns: []float64{}, ConvergenceS: []float64{}, ConvergenceSMeanByWindow: map[string]float64{}, Kernel: map[string]int64{}}
 		byWin := map[string][]float64{}
 		var all []Bin
@@ -350,7 +352,21 @@ const (
 type mdRow struct {
 	label string
 	dec   int
-	get   func(VariantSummary) float64
+	// get is NaN for a variant the row does not apply to: "-" in its
+	// cell, and a row that applies to no variant is left out.
+	get func(VariantSummary) float64
+}
+
+func (r mdRow) has(v VariantSummary) bool { return !math.IsNaN(r.get(v)) }
+
+// tunnelOnly applies a row to the tunnel variants only.
+func tunnelOnly(get func(VariantSummary) float64) func(VariantSummary) float64 {
+	return func(v VariantSummary) float64 {
+		if !v.Tunnel {
+			return math.NaN()
+		}
+		return get(v)
+	}
 }
 
 func mdRows(s Summary) []mdRow {
@@ -370,8 +386,8 @@ func mdRows(s Summary) []mdRow {
 		mdRow{"dup ACKs at sender (total)", 0, func(v VariantSummary) float64 { return float64(v.DupAcks) }},
 		mdRow{"RTT p50 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP50 }},
 		mdRow{"RTT p95 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP95 }},
-		mdRow{"tunnel RTT mean (ms)", mdMsDec, func(v VariantSummary) float64 { return v.TunnelRTTMsMean }},
-		mdRow{"tunnel RTT p95 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.TunnelRTTMsP95 }},
+		mdRow{"tunnel RTT mean (ms)", mdMsDec, tunnelOnly(func(v VariantSummary) float64 { return v.TunnelRTTMsMean })},
+		mdRow{"tunnel RTT p95 (ms)", mdMsDec, tunnelOnly(func(v VariantSummary) float64 { return v.TunnelRTTMsP95 })},
 		mdRow{"runs", 0, func(v VariantSummary) float64 { return float64(v.Runs) }},
 	)
 	for _, k := range KernelCounters {
@@ -464,8 +480,15 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	for _, r := range mdRows(s) {
+		if !slices.ContainsFunc(s.Variants, r.has) {
+			continue
+		}
 		fmt.Fprintf(&b, "| %s |", r.label)
 		for _, v := range s.Variants {
+			if !r.has(v) {
+				b.WriteString(" - |")
+				continue
+			}
 			fmt.Fprintf(&b, " %.*f |", r.dec, r.get(v))
 		}
 		for _, i := range others {
