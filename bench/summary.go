@@ -15,8 +15,9 @@ import (
 type Summary struct {
 	Scenario string  `json:"scenario"`
 	Scale    float64 `json:"scale"`
-	// Handovers is the number of handovers of the schedule (one run's
-	// handovers.tsv; every run has the same schedule).
+	// Handovers is the number of handovers of the first run's schedule
+	// (its handovers.tsv; the runs of one seed share the schedule, and
+	// each seed draws its own).
 	Handovers int              `json:"handovers"`
 	Valid     bool             `json:"valid"`
 	Variants  []VariantSummary `json:"variants"`
@@ -454,7 +455,7 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "- scale: %g (capacities and buffers x%g)\n", s.Scale, s.Scale)
-	fmt.Fprintf(&b, "- handovers per run: %d, false alarms per run: %d, runs per variant: %d, %.0f s each, seed %d\n",
+	fmt.Fprintf(&b, "- handovers in the first run: %d, false alarms (most in a run): %d, runs per variant: %d, %.0f s each, seed %d (each seed draws its own synthetic drive; the variants of a repetition share it)\n",
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
 	fmt.Fprintf(&b, "- emulator: late %.2f %% (worst run), max late %.1f ms, overflow drops %d, reorder flushes %d, events dropped %d\n",
 		s.Emulator.LatePct, s.Emulator.MaxLateMs, s.Emulator.OverflowDrops, s.Emulator.ReorderFlushes, s.Emulator.EventsDropped)
