@@ -456,6 +456,7 @@ func TestSynthesizeDwellByType(t *testing.T) {
 		{Dwell: p.Dwell, DwellByType: map[string]Dist{"sub6": {Kind: "exponential"}}},
 		{Dwell: p.Dwell, VerticalByType: map[string]float64{"mmwave": 1.5}},
 		{Dwell: p.Dwell, FalseAlarmEnd: "a2"},
+		{DwellByType: map[string]Dist{"sub6": {Kind: "fixed", Mean: time.Second}, "sub-6": {Kind: "fixed", Mean: time.Second}}}, // mmWave has no dwell
 		{Dwell: p.Dwell, FalseAlarmResends: 2},
 		{Dwell: p.Dwell, FalseAlarmEnd: "silence", FalseAlarmResends: 2},
 	} {

@@ -209,11 +209,7 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	}
 	dwells := map[bool]Dist{}       // by IsSub6 of the serving type
 	verticals := map[bool]float64{} // by IsSub6 of the source type
-	if len(p.DwellByType) < 2 {
-		if err := p.Dwell.validate("synthetic.dwell"); err != nil {
-			return Schedule{}, err
-		}
-	}
+	byType := map[bool]bool{}       // types dwell_by_type gives
 	if !(p.Vertical >= 0 && p.Vertical <= 1) {
 		return Schedule{}, fmt.Errorf("synthetic.vertical: %v is not a probability in [0,1]", p.Vertical)
 	}
@@ -230,6 +226,12 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 			return Schedule{}, err
 		}
 		dwells[t.IsSub6()] = d
+		byType[t.IsSub6()] = true
+	}
+	if !byType[true] || !byType[false] { // the old key serves a type
+		if err := p.Dwell.validate("synthetic.dwell"); err != nil {
+			return Schedule{}, err
+		}
 	}
 	for _, k := range sortedKeys(p.VerticalByType) {
 		t, ok := parseType(k)
