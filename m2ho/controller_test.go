@@ -817,6 +817,13 @@ func TestOnPacketAllocs(t *testing.T) {
 			fx.c.cfg.SmoothingBound = time.Hour
 			toSmoothing(fx, f, 1000, 1000)
 		}, Smoothing},
+		{"stable in the ramp after a return to mmWave", func(fx *fixture, f *Flow) {
+			fx.c.eqn2Armed = true // as after a handover mmWave → sub-6
+			fx.ev(0, command(signaling.HOIntraNR, mmw, "M"))
+			fx.ev(30, raEv(signaling.RASuccess, signaling.RAHandover))
+			fx.c.Tick(at(190))
+			tsFlow(fx.c, f)
+		}, Stable},
 	}
 	for _, st := range states {
 		fx := newFixture(t, func(c *Config) { c.Observer = NopObserver{}; c.SignalLoss = time.Hour; c.ExecutionBound = time.Hour })
@@ -824,12 +831,13 @@ func TestOnPacketAllocs(t *testing.T) {
 		st.setup(fx, f)
 		fx.want(st.want)
 		up := &Packet{Dir: Uplink, Flags: FlagACK, Ack: 1500, Window: 65535, WScale: 7, HasTS: true, TSval: 1}
-		dn := &Packet{Dir: Downlink, Flags: FlagACK, Seq: 3000, PayloadLen: 1400, HasTS: true, TSecr: 1}
+		dn := &Packet{Dir: Downlink, Flags: FlagACK, Seq: 1 << 20, PayloadLen: 1400, HasTS: true, TSecr: 1}
 		ms := 200
 		n := testing.AllocsPerRun(1000, func() {
 			ms++
 			up.TSval++
 			dn.TSecr = up.TSval
+			dn.Seq += 1400 // new data: the ramp holds
 			fx.c.OnPacket(at(ms), f, up)
 			fx.c.OnPacket(at(ms), f, dn)
 		})
@@ -837,6 +845,9 @@ func TestOnPacketAllocs(t *testing.T) {
 			t.Fatalf("%s: %v allocs per OnPacket pair", st.name, n)
 		}
 		fx.want(st.want)
+		if fx.c.ramp && f.rampFree == fx.c.rampGen {
+			t.Fatalf("%s: the ramp let go of a flow that never retransmitted", st.name)
+		}
 	}
 }
 
