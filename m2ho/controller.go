@@ -183,7 +183,8 @@ type Controller struct {
 	// Eqn 2 is armed from a handover mmWave → sub-6 until the next one
 	// into mmWave (§4.5): it keeps the window the server built on mmWave
 	// by limiting the rate with rwnd rather than letting the sub-6 buffer
-	// overflow, and lets go on the way back. stableCap is the target's
+	// overflow; on the way back the ramp takes over (see ramp). stableCap
+	// is the target's
 	// ŝ_max, the clamp until c_est has its first sample in the new cell,
 	// and then the queue Eqn 2's rwnd may build (stableRwnd); it follows
 	// the serving cell's estimate as bursts there raise it.

@@ -25,7 +25,7 @@ type SMaxSource uint8
 const (
 	SMaxKnown     SMaxSource = iota // the target cell's own bursts
 	SMaxSameType                    // unknown cell: minimum of known cells of its type
-	SMaxSub6ForMm                   // mmWave target: minimum of known sub-6 cells (§4.3)
+	SMaxSub6ForMm                   // mmWave target not known itself: minimum of known sub-6 cells (§4.3)
 	SMaxAnyKnown                    // no cell of the type known: minimum over all known sub-6 cells
 	SMaxDefault                     // nothing usable known: DefaultSMax
 )
