@@ -255,7 +255,7 @@ func (r returnResult) util() float64 { return float64(r.delivered) / r.capacity 
 
 // The return to mmWave (§4.5) carries the window and fills the cell
 // without overflowing its buffer: released at once, a window carried at
-// half the mmWave pipe grows ×1.5 per RTT at the stale epoch's cnt floor
+// a quarter of the mmWave pipe grows ×1.5 per RTT at the stale epoch's cnt floor
 // and overflows the buffer by thousands of segments (the bench: 7014
 // drops at one return at scale 1), and a carried window above pipe plus
 // buffer overflows it at once; the ramp (rwnd ≤ rate·RTT_min + ŝ_max,
@@ -277,7 +277,7 @@ func TestReturnToMmWaveNoOverflow(t *testing.T) {
 		rc      returnCase
 		fillMax int // base RTTs from random access to a bin at ≥ 80 %
 	}{
-		{"carried half the pipe, ŝ_max(M) known", returnCase{rate: constant, base: base, buffer: buffer, cwnd: bdp / 2,
+		{"carried a quarter of the pipe, ŝ_max(M) known", returnCase{rate: constant, base: base, buffer: buffer, cwnd: bdp / 4,
 			sMaxM: buffer / 2, sMaxC: 60_000, dur: 2 * time.Second}, 8},
 		{"carried above pipe plus buffer, ŝ_max(M) known", returnCase{rate: constant, base: base, buffer: buffer, cwnd: 2 * (bdp + buffer),
 			sMaxM: buffer / 2, sMaxC: 60_000, dur: 2 * time.Second}, 8},
@@ -286,8 +286,8 @@ func TestReturnToMmWaveNoOverflow(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := runReturn(t, tc.rc)
-			t.Logf("drops %d, retransmits %d, filled (≥ 80 %%) in RTT bin %d, delivered %.1f %% of capacity, largest rwnd %d B, ŝ_max(M) at the end %d B",
-				r.drops, r.retransmits, r.fillRTT, 100*r.util(), r.rwndMax, r.sMaxM)
+			t.Logf("drops %d, retransmits %d, filled (≥ 80 %%) in RTT bin %d, delivered %d B, %.1f %% of capacity, largest rwnd %d B, ŝ_max(M) at the end %d B",
+				r.drops, r.retransmits, r.fillRTT, r.delivered, 100*r.util(), r.rwndMax, r.sMaxM)
 			if r.drops != 0 {
 				t.Errorf("%d drops at the mmWave buffer after the return", r.drops)
 			}
