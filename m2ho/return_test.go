@@ -255,9 +255,9 @@ func (r returnResult) util() float64 { return float64(r.delivered) / r.capacity 
 
 // The return to mmWave (§4.5) carries the window and fills the cell
 // without overflowing its buffer: released at once, a window carried at
-// a quarter of the mmWave pipe grows ×1.5 per RTT at the stale epoch's cnt floor
-// and overflows the buffer by thousands of segments (the bench: 7014
-// drops at one return at scale 1), and a carried window above pipe plus
+// a quarter of the mmWave pipe grows ×1.5 per RTT at the stale epoch's
+// cnt floor and overflows the buffer by thousands of segments (the bench:
+// 7014 drops at one return at scale 1), and a carried window above pipe plus
 // buffer overflows it at once; the ramp (rwnd ≤ rate·RTT_min + ŝ_max,
 // rising ŝ_max per RTT) fills the cell within a few RTTs and drops
 // nothing, with the cell's own ŝ_max (learned on an earlier visit) or
