@@ -76,7 +76,7 @@ func TestSMaxLookupFallbacks(t *testing.T) {
 	db.Observe(cell(sub6, "A"), 300000)
 	db.Observe(cell(sub6, "B"), 200000)
 	db.Observe(cell(lte, "L"), 500000)
-	db.Observe(cell(mmw, "M"), 9000000) // recorded but never trusted for mmWave
+	db.Observe(cell(mmw, "M"), 900000) // an mmWave cell's own bursts
 	tests := []struct {
 		name string
 		c    signaling.Cell
@@ -88,7 +88,8 @@ func TestSMaxLookupFallbacks(t *testing.T) {
 		{"sub6 without id: min of sub6", cell(sub6, ""), 200000, SMaxSameType},
 		{"known lte", cell(lte, "L"), 500000, SMaxKnown},
 		{"unknown lte: min of lte", cell(lte, "Q"), 500000, SMaxSameType},
-		{"known mmWave still min sub-6 (LTE included)", cell(mmw, "M"), 200000, SMaxSub6ForMm},
+		{"known mmWave: its own", cell(mmw, "M"), 900000, SMaxKnown},
+		{"mmWave without id: min sub-6 (LTE included)", cell(mmw, ""), 200000, SMaxSub6ForMm},
 		{"unknown mmWave: min sub-6", cell(mmw, "N"), 200000, SMaxSub6ForMm},
 		{"unknown type: min of any sub-6", cell(unk, "?"), 200000, SMaxAnyKnown},
 		{"same id other type is another cell", cell(lte, "A"), 500000, SMaxSameType},

@@ -25,6 +25,13 @@
 //   - Eqn 2's rwnd is kept between the serving cell's ŝ_max and one
 //     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max per
 //     RTT (see stableRwnd); RTT_min is the current cell's (Flow.newPath).
+//   - The return to mmWave after Eqn 2 does not release the window at
+//     once: the same bounded rwnd (the ramp) goes on with the mmWave
+//     cell's ŝ_max until the flow's sender shows a loss recovery, which
+//     restarts its CUBIC epoch (see the ramp field and Flow.rampFree).
+//   - ŝ_max is learned on mmWave cells too (see onSlot) and a known
+//     mmWave cell's own value is its Lookup; unknown ones keep §4.3's
+//     minimum sub-6 value.
 //   - c_est is one estimate for the phone (the cell's delivery rate, reset
 //     when random access to a new cell succeeds); Eqn 2's rwnd and the
 //     Preparation budget ŝ_max are both shared equally by active flows.
@@ -176,12 +183,42 @@ type Controller struct {
 	// Eqn 2 is armed from a handover mmWave → sub-6 until the next one
 	// into mmWave (§4.5): it keeps the window the server built on mmWave
 	// by limiting the rate with rwnd rather than letting the sub-6 buffer
-	// overflow, and lets go on the way back. stableCap is the target's
+	// overflow; on the way back the ramp takes over (see ramp). stableCap
+	// is the target's
 	// ŝ_max, the clamp until c_est has its first sample in the new cell,
 	// and then the queue Eqn 2's rwnd may build (stableRwnd); it follows
 	// the serving cell's estimate as bursts there raise it.
 	eqn2Armed bool
 	stableCap int
+
+	// ramp keeps Eqn 2's bounded rwnd (stableRwnd, with the mmWave
+	// cell's ŝ_max as stableCap) after a handover into mmWave while Eqn 2
+	// was armed, until the flow lets go (Flow.rampFree == rampGen).
+	//
+	// Why not release at once (§4.5's text): Linux CUBIC does not run its
+	// congestion avoidance while rwnd-limited (tcp_is_cwnd_limited), so
+	// after a sub-6 dwell under Eqn 2 its epoch is seconds old; released,
+	// the cubic target W_max + C·(t−K)³ lies far above cwnd and cwnd
+	// grows at the cnt floor, ×1.5 per RTT, until the mmWave buffer
+	// overflows by up to half a window in one RTT (the bench: 7014 drops
+	// at one return, cwnd 1787 → 5318 KB). §4.5's aim is that the carried
+	// window fills the new cell at once, not that the sender's stale
+	// growth runs unbounded: the ramp lets the window open as fast as the
+	// buffer allows, ŝ_max per RTT up to rate·RTT_min + ŝ_max (a standing
+	// queue of at most ŝ_max ≤ s_max, the clamp's own bound), so the cell
+	// fills within a few RTTs and never overflows from the window's
+	// growth. A step above that is never safe while the epoch is stale:
+	// the pipe full (the RTT shows the queue at ŝ_max) is exactly when a
+	// ×1.5 RTT overflows, and a flow that is not rwnd-limited for a while
+	// is one whose stale growth will reach the limit within a few RTTs.
+	// What makes it safe is a fresh epoch: a retransmission means the
+	// sender entered recovery (or loss), and Linux CUBIC then ends its
+	// epoch (bictcp_recalc_ssthresh: epoch_start = 0) and sets W_max
+	// where it lost; from there its growth is the usual concave one, and
+	// the flow is left to it. rampGen names the ramp: a handover mmWave →
+	// mmWave keeps it, and a flow that let go stays free.
+	ramp    bool
+	rampGen uint32
 }
 
 // New returns a Controller in Stable, in pass-through until the first
@@ -255,7 +292,8 @@ func (c *Controller) ActiveFlows() int { return c.cur + c.prevOnly }
 // Attach makes f live. The packet path calls it once per new flow; f
 // must stay at the same address until Detach.
 func (c *Controller) Attach(now time.Time, f *Flow) {
-	*f = Flow{attached: true, episode: c.episode, released: true}
+	// A flow that starts during a ramp has no stale window to hold.
+	*f = Flow{attached: true, episode: c.episode, released: true, rampFree: c.rampGen}
 	c.advanceEpoch(now)
 }
 
@@ -370,12 +408,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		}
 		c.commanded, c.commandAt = true, now
 		c.prepare(o.Target)
-		switch {
-		case o.Target.Type == signaling.CellMmWave:
-			c.eqn2Armed = false
-		case o.Actual == signaling.HOMmWaveToSub6:
-			c.eqn2Armed = true
-		}
+		c.armEqn2(o)
 		// The UE drops the source cell's link-layer context: a burst in
 		// progress will not finish as a drained queue.
 		c.burst.reset()
@@ -422,14 +455,31 @@ func (c *Controller) executed(now time.Time, o Outcome) {
 	c.serving = o.Target
 	c.burst.reset()
 	c.est.Reset()
-	switch {
-	case o.Target.Type == signaling.CellMmWave:
-		c.eqn2Armed = false
-	case o.Actual == signaling.HOMmWaveToSub6:
-		c.eqn2Armed = true
-	}
+	c.armEqn2(o)
 	c.stableCap, _ = c.cfg.SMaxDB.Lookup(o.Target)
 	c.setState(now, Stable, "inferred handover: executed already")
+}
+
+// armEqn2 sets Eqn 2 and the ramp for a handover (§4.5): from mmWave down
+// to sub-6 or LTE Eqn 2 keeps the mmWave window; into mmWave with Eqn 2
+// armed the ramp begins (a handover mmWave → mmWave keeps a ramp going).
+func (c *Controller) armEqn2(o Outcome) {
+	switch {
+	case o.Target.Type == signaling.CellMmWave:
+		if c.eqn2Armed {
+			c.ramp = true
+			c.rampGen++
+		}
+		c.eqn2Armed = false
+	case o.Actual == signaling.HOMmWaveToSub6:
+		c.eqn2Armed, c.ramp = true, false
+	default:
+		// Any other handover leaves mmWave (a horizontal sub-6 one while
+		// armed, or one whose source type is unknown): no ramp there.
+		if o.Target.Type != signaling.CellUnknown {
+			c.ramp = false
+		}
+	}
 }
 
 // nameServing updates the serving cell from an event that names it.
@@ -464,9 +514,17 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 		return
 	}
 	sb := b.backlog(c.est.Rate())
-	// mmWave beams are not shared, so a "burst" there is not a drained
-	// queue (§4.3): never record it.
-	if c.serving.Type != signaling.CellMmWave && c.cfg.SMaxDB.Observe(c.serving, sb) && c.eqn2Armed {
+	// §4.3 gives up bursts on mmWave: its beams are not shared, so a
+	// burst's end need not be the queue drained. The corrected estimate
+	// does not depend on that: with Q0 the backlog at the burst's start,
+	// A the arrivals during it and Q_end ≥ 0 what is left at its end,
+	// S = Q0 + A − Q_end, so S − A ≤ Q0 ≤ s_max whether or not the queue
+	// emptied; only the arrival estimate matters, as on sub-6. Without
+	// it the controller never knew an mmWave buffer (0 for every n261
+	// cell on the bench), and the return to mmWave had no bound. A modem
+	// whose mmWave slots never show the burst's partial end records
+	// nothing, and the sub-6 fallback stands (SMaxDB.Lookup).
+	if c.cfg.SMaxDB.Observe(c.serving, sb) && (c.eqn2Armed || c.ramp) {
 		c.stableCap, _ = c.cfg.SMaxDB.Lookup(c.serving)
 	}
 	if c.state == Smoothing {
@@ -571,6 +629,12 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		return
 	}
 	end := p.Seq + uint32(p.PayloadLen)
+	if c.ramp && c.state == Stable && f.hasHigh && packet.SeqLess(p.Seq, f.high) {
+		// Data below the highest seen, after Smoothing (the forwarded
+		// data has come by the first burst or the bound): the sender
+		// retransmits, so its CUBIC epoch has restarted (see ramp).
+		f.rampFree = c.rampGen
+	}
 	if !f.hasHigh || packet.SeqLess(f.high, end) {
 		f.high, f.hasHigh = end, true
 	}
@@ -628,8 +692,11 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 // (rwnd can limit a sender, never speed it up), and only once the flow has
 // minRTTSamples RTT samples and the estimator a complete interval (≥ 1
 // RTT of data); flows without timestamps are never touched.
+//
+// After a return to mmWave (the ramp) the same rule holds the flow, with
+// the mmWave cell's ŝ_max, until its sender retransmits (see ramp).
 func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
-	if !c.stableRate || !c.eqn2Armed {
+	if !c.stableRate || !(c.eqn2Armed || c.ramp && f.rampFree != c.rampGen) {
 		return Verdict{}
 	}
 	share := float64(c.shareOf(f))

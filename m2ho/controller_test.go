@@ -748,7 +748,7 @@ func TestSignalLossAndRestore(t *testing.T) {
 	check(t, "lost", fx.pkt(5130, g, upACK(1500, 65535, 7)), pass)
 }
 
-// Bursts feed the database (not on mmWave) and mark it dirty.
+// Bursts feed the database (on mmWave too) and mark it dirty.
 func TestBurstsFeedDatabase(t *testing.T) {
 	db := NewSMaxDB()
 	c := New(Config{SMaxDB: db})
@@ -790,13 +790,16 @@ func TestBurstsFeedDatabase(t *testing.T) {
 	if _, ok := db.Get(cell(sub6, "B")); ok {
 		t.Fatal("burst spanning two cells recorded")
 	}
-	// mmWave bursts are not recorded (one that would count on sub-6).
+	// mmWave bursts are recorded with the same correction (§4.3 gave
+	// them up; S − arrival·D bounds the backlog either way): the history
+	// starts over with the new cell at 45 ms, so the window ending at 52
+	// ms is its 8 ms, 50001 B: 50001 − 50001·2/8 = 37500.75 → 37500.
 	serving(mmw, "M", 45, 0, 0)
 	serving(mmw, "M", 50, 0.95, 50000)
 	serving(mmw, "M", 51, 0.1, 1)
 	serving(mmw, "M", 52, 0, 0)
-	if db.Len() != 1 {
-		t.Fatalf("cells %d", db.Len())
+	if v, _ := db.Get(cell(mmw, "M")); v != 37500 || db.Len() != 2 {
+		t.Fatalf("ŝ_max(M) %d, cells %d", v, db.Len())
 	}
 }
 
@@ -814,6 +817,13 @@ func TestOnPacketAllocs(t *testing.T) {
 			fx.c.cfg.SmoothingBound = time.Hour
 			toSmoothing(fx, f, 1000, 1000)
 		}, Smoothing},
+		{"stable in the ramp after a return to mmWave", func(fx *fixture, f *Flow) {
+			fx.c.eqn2Armed = true // as after a handover mmWave → sub-6
+			fx.ev(0, command(signaling.HOIntraNR, mmw, "M"))
+			fx.ev(30, raEv(signaling.RASuccess, signaling.RAHandover))
+			fx.c.Tick(at(190))
+			tsFlow(fx.c, f)
+		}, Stable},
 	}
 	for _, st := range states {
 		fx := newFixture(t, func(c *Config) { c.Observer = NopObserver{}; c.SignalLoss = time.Hour; c.ExecutionBound = time.Hour })
@@ -821,12 +831,13 @@ func TestOnPacketAllocs(t *testing.T) {
 		st.setup(fx, f)
 		fx.want(st.want)
 		up := &Packet{Dir: Uplink, Flags: FlagACK, Ack: 1500, Window: 65535, WScale: 7, HasTS: true, TSval: 1}
-		dn := &Packet{Dir: Downlink, Flags: FlagACK, Seq: 3000, PayloadLen: 1400, HasTS: true, TSecr: 1}
+		dn := &Packet{Dir: Downlink, Flags: FlagACK, Seq: 1 << 20, PayloadLen: 1400, HasTS: true, TSecr: 1}
 		ms := 200
 		n := testing.AllocsPerRun(1000, func() {
 			ms++
 			up.TSval++
 			dn.TSecr = up.TSval
+			dn.Seq += 1400 // new data: the ramp holds
 			fx.c.OnPacket(at(ms), f, up)
 			fx.c.OnPacket(at(ms), f, dn)
 		})
@@ -834,6 +845,9 @@ func TestOnPacketAllocs(t *testing.T) {
 			t.Fatalf("%s: %v allocs per OnPacket pair", st.name, n)
 		}
 		fx.want(st.want)
+		if fx.c.ramp && f.rampFree == fx.c.rampGen {
+			t.Fatalf("%s: the ramp let go of a flow that never retransmitted", st.name)
+		}
 	}
 }
 
@@ -897,7 +911,8 @@ func lanSRTT(f *Flow) time.Duration { s, _, _ := f.RTT(); return s }
 
 // Eqn 2 is armed by a handover mmWave → sub-6 and disarmed by one into
 // mmWave (§4.5: keep the mmWave-sized window on sub-6, release it on the
-// way back). Armed, it clamps to the target's ŝ_max until c_est has a
+// way back), where the ramp holds each flow until its sender
+// retransmits. Armed, it clamps to the target's ŝ_max until c_est has a
 // sample in the new cell.
 func TestEqn2Arming(t *testing.T) {
 	fx := newFixture(t, nil)
@@ -914,6 +929,7 @@ func TestEqn2Arming(t *testing.T) {
 	fx.want(Stable)
 	check(t, "after sub-6 → sub-6", up(401), pass)
 	// Onto mmWave, then back down to sub-6 B: armed.
+	g := attach(fx, 900) // a second flow, from before the ramp
 	fx.ev(1000, command(signaling.HOIntraNR, mmw, "M1"))
 	fx.ev(1060, raEv(signaling.RASuccess, signaling.RAHandover))
 	fx.c.Tick(at(1200))
@@ -925,9 +941,32 @@ func TestEqn2Arming(t *testing.T) {
 	// c_est was reset at random access: hold to ŝ_max(B) = 60000 B,
 	// raw ceil(60000/128) = 469.
 	check(t, "armed, no rate yet: target's buffer", up(2201), rewrite(469, ReasonStableRate))
-	// Back to mmWave: released.
+	// Back to mmWave: the ramp, with M2's ŝ_max (unknown: the minimum
+	// sub-6 value, B's), and no rate yet.
 	fx.ev(3000, command(signaling.HOIntraNR, mmw, "M2"))
 	fx.ev(3060, raEv(signaling.RASuccess, signaling.RAHandover))
 	fx.c.Tick(at(3200))
-	check(t, "back on mmWave", up(3201), pass)
+	fx.want(Stable)
+	check(t, "back on mmWave: ramp", up(3201), rewrite(469, ReasonStableRate))
+	// New data does not let go; a retransmission (data below the highest
+	// seen) does, for this flow only.
+	fx.ev(3210, command(signaling.HOIntraNR, mmw, "M3"))
+	fx.ev(3270, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(3420))
+	fx.want(Stable)
+	check(t, "mmWave → mmWave keeps the ramp", up(3421), rewrite(469, ReasonStableRate))
+	fx.pkt(3422, f, down(1<<20, 1000))
+	check(t, "new data: held", up(3423), rewrite(469, ReasonStableRate))
+	fx.pkt(3424, f, down(1<<19, 1000))
+	check(t, "after a retransmission: let go", up(3425), pass)
+	gUp := &Packet{Dir: Uplink, Flags: FlagACK, Ack: 1 << 30, Window: 65535, WScale: 7, HasTS: true, TSval: 78}
+	// (shared with f, which is active: 30000 B, raw 235)
+	check(t, "the other flow: still held", fx.pkt(3426, g, gUp), rewrite(235, ReasonStableRate))
+	// Down to sub-6 and back up: a new ramp holds f again.
+	fx.ev(4000, command(signaling.HOIntraNR, sub6, "B"))
+	fx.ev(4060, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.ev(5000, command(signaling.HOIntraNR, mmw, "M2"))
+	fx.ev(5060, raEv(signaling.RASuccess, signaling.RAHandover))
+	fx.c.Tick(at(5200))
+	check(t, "next return: held again", up(5201), rewrite(469, ReasonStableRate))
 }

@@ -67,6 +67,10 @@ type Flow struct {
 	eq2Last    float64
 	eq2At      time.Time
 	eq2Episode uint32
+
+	// rampFree is the ramp (Controller.rampGen) this flow was let go
+	// from: its sender retransmitted during it, or it started in it.
+	rampFree uint32
 }
 
 type tsSent struct {

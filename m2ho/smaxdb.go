@@ -25,7 +25,7 @@ type SMaxSource uint8
 const (
 	SMaxKnown     SMaxSource = iota // the target cell's own bursts
 	SMaxSameType                    // unknown cell: minimum of known cells of its type
-	SMaxSub6ForMm                   // mmWave target: minimum of known sub-6 cells (§4.3)
+	SMaxSub6ForMm                   // mmWave target not known itself: minimum of known sub-6 cells (§4.3)
 	SMaxAnyKnown                    // no cell of the type known: minimum over all known sub-6 cells
 	SMaxDefault                     // nothing usable known: DefaultSMax
 )
@@ -215,16 +215,21 @@ func (db *SMaxDB) Get(c signaling.Cell) (int, bool) {
 }
 
 // Lookup is ŝ_max for a handover target (§4.3): the cell's own value when
-// known; for an mmWave target always the minimum known sub-6 value (bursts
-// can't be seen on mmWave's unshared beams, and mmWave buffers are assumed
-// no smaller than sub-6 ones); for an unknown cell the minimum of known
-// cells of the same type, then of any sub-6 cell; else DefaultSMax.
+// known (on mmWave too: the corrected ŝ_b = S − arrival·D bounds the
+// buffer from below whether or not a burst's end is a drained queue, see
+// Controller.onSlot); for an unknown mmWave target the minimum known
+// sub-6 value (§4.3: mmWave buffers are assumed no smaller than sub-6
+// ones); for an unknown cell of another type the minimum of known cells
+// of the same type, then of any sub-6 cell; else DefaultSMax.
 func (db *SMaxDB) Lookup(target signaling.Cell) (int, SMaxSource) {
 	if db == nil {
 		return DefaultSMax, SMaxDefault
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	if v, ok := db.cells[cellKey{target.Type, target.ID}]; ok && target.ID != "" && target.Type == signaling.CellMmWave {
+		return v, SMaxKnown
+	}
 	if target.Type == signaling.CellMmWave {
 		if v, ok := db.minWhere(func(t signaling.CellType) bool { return t.IsSub6() }); ok {
 			return v, SMaxSub6ForMm

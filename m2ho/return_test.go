@@ -1,0 +1,341 @@
+package m2ho
+
+import (
+	"testing"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// returnCase is a closed loop of one flow through the return sub-6 →
+// mmWave after a sub-6 dwell under Eqn 2, on virtual time in mmWave
+// slots: a sender with Linux CUBIC's stale-epoch growth, an mmWave
+// bottleneck that serves slots as the emulator does (full slots, a
+// partial one under 40 %, then an empty one) and reports them to the
+// controller as MAC slot events, tail drop at its buffer, the laptop
+// ACKing every segment at once, and the controller rewriting those ACKs.
+//
+// The sender: its cwnd is the window carried from mmWave (Linux CUBIC
+// does not grow it while rwnd-limited, tcp_is_cwnd_limited), and its
+// epoch is as old as the dwell, so whenever it is cwnd-limited it grows
+// at CUBIC's cnt floor, one segment per two acknowledged (×1.5 per RTT).
+// At the first duplicate ACK (the laptop's SACK of a hole) it enters
+// recovery: cwnd ×0.7, its lost segments retransmitted at once, and the
+// epoch is fresh from then on (bictcp_recalc_ssthresh), which the model
+// takes as one segment per RTT (CUBIC's concave plateau near W_max).
+type returnCase struct {
+	rate   func(t time.Duration) float64 // B/s of the mmWave cell at t since random access
+	base   time.Duration                 // the mmWave base RTT
+	buffer int                           // the mmWave buffer, bytes
+	cwnd   int                           // the window carried through the sub-6 dwell
+	sMaxM  int                           // ŝ_max learned for the mmWave cell before (0: unknown)
+	sMaxC  int                           // ŝ_max of the sub-6 cell: the fallback for an unknown mmWave cell
+	dur    time.Duration
+}
+
+type returnResult struct {
+	drops       int
+	dropsAfter  int // drops after the first retransmission
+	retransmits int
+	delivered   int     // bytes in order since random access
+	capacity    float64 // bytes the cell could have served
+	// fillRTT is the first base-RTT bin after random access whose
+	// deliveries reach 80 % of the cell's capacity in it (-1: none).
+	fillRTT  int
+	bins     []float64 // utilisation per base-RTT bin
+	rwndMax  int
+	rwndLast int // the largest rwnd in the last 100 ms
+	sMaxM    int // ŝ_max(M) at the end
+}
+
+// debugReturn logs the loop every 10 ms for its first 400 ms.
+const debugReturn = false
+
+func runReturn(t *testing.T, rc returnCase) returnResult {
+	t.Helper()
+	const (
+		mss  = 1448 // not a divisor of the slot's bytes: a drained queue ends in a partial slot
+		slot = 125 * time.Microsecond
+		open = 65535 << 7 // the laptop's own window
+	)
+	M := cell(mmw, "M")
+	db := NewSMaxDB()
+	db.Observe(cell(sub6, "C"), rc.sMaxC)
+	if rc.sMaxM > 0 {
+		db.Observe(M, rc.sMaxM)
+	}
+	c := New(Config{SMaxDB: db, SignalLoss: time.Hour})
+	var f Flow
+	c.Attach(at(0), &f)
+	// mmWave M0, then down to sub-6 C: Eqn 2 armed.
+	c.OnEvent(at(0), command(signaling.HOIntraNR, mmw, "M0"))
+	c.OnEvent(at(30), raEv(signaling.RASuccess, signaling.RAHandover))
+	c.Tick(at(300))
+	c.OnEvent(at(1000), command(signaling.HOIntraNR, sub6, "C"))
+	c.OnEvent(at(1030), raEv(signaling.RASuccess, signaling.RAHandover))
+	c.Tick(at(1300))
+	ts := uint32(1)
+	for ms := 1300; ms < 3000; ms += 20 { // RTT samples on C
+		ts++
+		c.OnPacket(at(ms), &f, &Packet{Dir: Uplink, Flags: FlagACK, Window: 65535, WScale: 7, HasTS: true, TSval: ts})
+		c.OnPacket(at(ms).Add(40*time.Millisecond), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: uint32(ms), PayloadLen: 1, WScale: 7, HasTS: true, TSecr: ts})
+	}
+	if c.State() != Stable || !c.eqn2Armed {
+		t.Fatalf("before the return: state %v armed %v", c.State(), c.eqn2Armed)
+	}
+	// The return: command, random access 30 ms later; the loop starts
+	// there, with the flow's data on M (seq from 1<<20: above what it had).
+	c.OnEvent(at(3000), command(signaling.HOIntraNR, mmw, "M"))
+	start := 3030 * time.Millisecond
+	c.OnEvent(at(0).Add(start), raEv(signaling.RASuccess, signaling.RAHandover))
+
+	type seg struct {
+		seq  int
+		at   time.Duration
+		tsec uint32
+	}
+	type ackMsg struct {
+		at       time.Duration
+		ack, wnd int
+		dup      bool
+		ts       uint32
+	}
+	const seq0 = 1 << 20
+	var toCell, queue, toPhone []seg
+	var acks []ackMsg
+	var lost []int
+	cwnd, stale, inRec, recEnd := rc.cwnd, true, false, 0
+	// The laptop's first ACK on M reaches the sender half an RTT later;
+	// until then nothing is sent.
+	nextSeq, una, rwnd := seq0, seq0, 0
+	first := open
+	if v := c.OnPacket(at(0).Add(start), &f, &Packet{Dir: Uplink, Flags: FlagACK, Ack: seq0, Window: 65535, WScale: 7, HasTS: true, TSval: ts + 1}); v.Action == Rewrite {
+		first = int(v.Window) << 7
+	}
+	acks = append(acks, ackMsg{at: start + rc.base/2, ack: seq0, wnd: first, ts: ts + 1})
+	tsEcho := ts + 1
+	r := returnResult{fillRTT: -1}
+	recvNext := seq0
+	ooo := map[int]bool{}
+	queued, headSent := 0, 0
+	busy := false
+	binLen := rc.base
+	var binCap, binDel float64
+	for now := start; now < start+rc.dur; now += slot {
+		el := now - start
+		for len(acks) > 0 && acks[0].at <= now {
+			a := acks[0]
+			acks = acks[1:]
+			rwnd, tsEcho = a.wnd, a.ts
+			r.rwndMax = max(r.rwndMax, rwnd)
+			if el >= rc.dur-100*time.Millisecond {
+				r.rwndLast = max(r.rwndLast, rwnd)
+			}
+			if a.ack > una {
+				acked := a.ack - una
+				una = a.ack
+				if cwnd <= rwnd+mss { // cwnd-limited: congestion avoidance runs
+					if stale {
+						cwnd += acked / 2
+					} else {
+						cwnd += mss * acked / cwnd
+					}
+				}
+				if inRec && una >= recEnd {
+					inRec = false
+				}
+			}
+			if a.dup && len(lost) > 0 {
+				if !inRec {
+					inRec, recEnd, stale = true, nextSeq, false
+					cwnd = cwnd * 7 / 10
+				}
+				for _, s := range lost {
+					toCell = append(toCell, seg{seq: s, at: now + rc.base/4, tsec: tsEcho})
+					r.retransmits++
+				}
+				lost = lost[:0]
+			}
+		}
+		for nextSeq+mss <= una+min(cwnd, rwnd) {
+			toCell = append(toCell, seg{seq: nextSeq, at: now + rc.base/4, tsec: tsEcho})
+			nextSeq += mss
+		}
+		for len(toCell) > 0 && toCell[0].at <= now {
+			s := toCell[0]
+			toCell = toCell[1:]
+			if queued+mss > rc.buffer {
+				r.drops++
+				if r.retransmits > 0 {
+					r.dropsAfter++
+				}
+				lost = append(lost, s.seq)
+				continue
+			}
+			queue = append(queue, s)
+			queued += mss
+		}
+		// One slot [now, now+slot), as the emulator serves it.
+		capB := int(rc.rate(el) * slot.Seconds())
+		r.capacity += float64(capB)
+		binCap += float64(capB)
+		send, rem := 0, queued-headSent
+		switch {
+		case rem >= capB:
+			send = capB
+		case rem*10 > capB*4:
+			send = rem - capB*3/10
+		default:
+			send = rem
+		}
+		sent := send
+		for send > 0 && len(queue) > 0 {
+			need := mss - headSent
+			if send < need {
+				headSent += send
+				break
+			}
+			send -= need
+			headSent = 0
+			s := queue[0]
+			queue = queue[1:]
+			queued -= mss
+			s.at = now + slot + rc.base/4
+			toPhone = append(toPhone, s)
+		}
+		if sent > 0 || busy {
+			c.OnEvent(at(0).Add(now+slot), &signaling.Event{Time: at(0).Add(now + slot), Kind: signaling.KindMACSlot,
+				RBRatio: float64(sent) / float64(capB), Bytes: sent, Serving: M})
+		}
+		busy = sent > 0
+		for len(toPhone) > 0 && toPhone[0].at <= now {
+			s := toPhone[0]
+			toPhone = toPhone[1:]
+			c.OnPacket(at(0).Add(now), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: uint32(s.seq), PayloadLen: mss, WScale: 7, HasTS: true, TSval: 1, TSecr: s.tsec})
+			dup := false
+			switch {
+			case s.seq == recvNext:
+				recvNext += mss
+				binDel += mss
+				for ooo[recvNext] {
+					delete(ooo, recvNext)
+					recvNext += mss
+					binDel += mss
+				}
+			case s.seq > recvNext:
+				ooo[s.seq], dup = true, true
+			}
+			tv := uint32(now/time.Millisecond) + 100
+			p := &Packet{Dir: Uplink, Flags: FlagACK, Ack: uint32(recvNext), Window: 65535, WScale: 7, HasTS: true, TSval: tv}
+			v := c.OnPacket(at(0).Add(now), &f, p)
+			w := open
+			if v.Action == Rewrite {
+				w = int(v.Window) << 7
+			}
+			acks = append(acks, ackMsg{at: now + rc.base/2, ack: recvNext, wnd: w, dup: dup, ts: tv})
+		}
+		if debugReturn && el%(10*time.Millisecond) == 0 && el < 400*time.Millisecond {
+			t.Logf("t=%v state %v rate %.0f srtt %v rttMin %v n %d rwnd %d cwnd %d inflight %d queued %d eq2Last %.0f cap %d", el, c.State(), c.est.Rate(), f.srtt, f.rttMin, f.rttN, rwnd, cwnd, nextSeq-una, queued, f.eq2Last, c.stableCap)
+		}
+		if (el+slot)%binLen == 0 {
+			u := binDel / binCap
+			r.bins = append(r.bins, u)
+			if r.fillRTT < 0 && u >= 0.8 {
+				r.fillRTT = len(r.bins) - 1
+			}
+			binCap, binDel = 0, 0
+		}
+	}
+	r.delivered = recvNext - seq0
+	r.sMaxM, _ = db.Get(M)
+	return r
+}
+
+func (r returnResult) util() float64 { return float64(r.delivered) / r.capacity }
+
+// The return to mmWave (§4.5) carries the window and fills the cell
+// without overflowing its buffer: released at once, a window carried at
+// a quarter of the mmWave pipe grows ×1.5 per RTT at the stale epoch's
+// cnt floor and overflows the buffer by thousands of segments (the bench:
+// 7014 drops at one return at scale 1), and a carried window above pipe plus
+// buffer overflows it at once; the ramp (rwnd ≤ rate·RTT_min + ŝ_max,
+// rising ŝ_max per RTT) fills the cell within a few RTTs and drops
+// nothing, with the cell's own ŝ_max (learned on an earlier visit) or
+// with the sub-6 fallback for a cell never seen (then in tens of RTTs).
+func TestReturnToMmWaveNoOverflow(t *testing.T) {
+	const rate = 40_000_000 // B/s: the bench's n261 at scale 0.3
+	base := 27 * time.Millisecond
+	bdp := int(rate * base.Seconds()) // 1080000 B
+	buffer := 650_000                 // 0.6 BDP, as the bench's n261
+	constant := func(time.Duration) float64 { return rate }
+	// fillMax counts base-RTT bins from random access: the first ACK's
+	// half RTT, Smoothing's clamp until the first burst ends, c_est's
+	// first complete interval (one srtt, still the sub-6 one), then
+	// ŝ_max per RTT.
+	for _, tc := range []struct {
+		name    string
+		rc      returnCase
+		fillMax int // base RTTs from random access to a bin at ≥ 80 %
+	}{
+		{"carried a quarter of the pipe, ŝ_max(M) known", returnCase{rate: constant, base: base, buffer: buffer, cwnd: bdp / 4,
+			sMaxM: buffer / 2, sMaxC: 60_000, dur: 2 * time.Second}, 8},
+		{"carried above pipe plus buffer, ŝ_max(M) known", returnCase{rate: constant, base: base, buffer: buffer, cwnd: 2 * (bdp + buffer),
+			sMaxM: buffer / 2, sMaxC: 60_000, dur: 2 * time.Second}, 8},
+		{"carried half the pipe, M unknown: the sub-6 fallback", returnCase{rate: constant, base: base, buffer: buffer, cwnd: bdp / 2,
+			sMaxC: 60_000, dur: 2 * time.Second}, 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runReturn(t, tc.rc)
+			t.Logf("drops %d, retransmits %d, filled (≥ 80 %%) in RTT bin %d, delivered %d B, %.1f %% of capacity, largest rwnd %d B, ŝ_max(M) at the end %d B",
+				r.drops, r.retransmits, r.fillRTT, r.delivered, 100*r.util(), r.rwndMax, r.sMaxM)
+			if r.drops != 0 {
+				t.Errorf("%d drops at the mmWave buffer after the return", r.drops)
+			}
+			if r.fillRTT < 0 || r.fillRTT > tc.fillMax {
+				t.Errorf("the cell reached 80 %% in RTT bin %d, want ≤ %d (bins %.2f)", r.fillRTT, tc.fillMax, r.bins[:min(len(r.bins), 12)])
+			}
+			// After the fill it stays full.
+			if r.fillRTT >= 0 {
+				var s float64
+				tail := r.bins[r.fillRTT+1:]
+				for _, u := range tail {
+					s += u
+				}
+				if m := s / float64(len(tail)); m < 0.9 {
+					t.Errorf("after the fill the cell carried %.1f %% of its capacity, want ≥ 90 %%", 100*m)
+				}
+			}
+			if r.sMaxM > buffer {
+				t.Errorf("ŝ_max(M) %d above the buffer %d", r.sMaxM, buffer)
+			}
+			if tc.rc.sMaxM == 0 && r.sMaxM == 0 {
+				t.Errorf("ŝ_max(M) not learned from the bursts on M")
+			}
+		})
+	}
+}
+
+// A loss on mmWave after the return (the cell's capacity halves for
+// 100 ms, as the measured mmWave cells do) makes the sender retransmit:
+// its CUBIC epoch starts over, and the ramp lets the flow go; what the
+// drop cost is bounded by the dip, and the flow is then plain CUBIC on
+// mmWave (§4.5).
+func TestReturnToMmWaveLetsGoAfterLoss(t *testing.T) {
+	base := 27 * time.Millisecond
+	rate := func(el time.Duration) float64 {
+		if el >= 1000*time.Millisecond && el < 1100*time.Millisecond {
+			return 10_000_000
+		}
+		return 40_000_000
+	}
+	r := runReturn(t, returnCase{rate: rate, base: base, buffer: 650_000, cwnd: 540_000,
+		sMaxM: 325_000, sMaxC: 60_000, dur: 3 * time.Second})
+	t.Logf("drops %d (%d after the first retransmission), retransmits %d, delivered %.1f %%, rwnd in the last 100 ms %d B",
+		r.drops, r.dropsAfter, r.retransmits, 100*r.util(), r.rwndLast)
+	if r.retransmits == 0 {
+		t.Fatal("no loss: the case tests nothing")
+	}
+	if r.rwndLast != 65535<<7 {
+		t.Errorf("rwnd %d in the last 100 ms: the ramp did not let go after the sender's recovery", r.rwndLast)
+	}
+}
