@@ -349,16 +349,28 @@ func TestStreamsPredictorOnReportPatterns(t *testing.T) {
 	var res [2]*score.Counts
 	for k, pat := range []string{PatternSingle, PatternMeasured} {
 		evs, _ := mixedDriveEvents(t, pat, dur, 3)
-		c := score.Run(evs, m2ho.Streams, m2ho.DefaultT2)
-		res[k] = c
-		t.Logf("%-8s handovers %d predicted %d (recall %.3f) predictions %d (precision %.3f) withdrawn timeout %d a1 %d; lead p10/p50/p90 %.0f/%.0f/%.0f ms; predicted-time share %.4f",
-			pat, c.Handovers, c.Predicted, c.Recall(), c.Predictions, c.Precision(), c.WithdrawnTimeout, c.WithdrawnA1,
-			score.Percentile(c.Leads, 10), score.Percentile(c.Leads, 50), score.Percentile(c.Leads, 90), c.PredictedTimeShare())
+		for _, rules := range []m2ho.Rules{m2ho.Streams, m2ho.Algorithm1} {
+			c := score.Run(evs, rules, m2ho.DefaultT2)
+			if rules == m2ho.Streams {
+				res[k] = c
+			}
+			v := c.ByType[signaling.HOMmWaveToSub6]
+			if v == nil {
+				v = &score.TypeCounts{}
+			}
+			t.Logf("%-8s %-10s handovers %d predicted %d (recall %.3f) predictions %d (precision %.3f) withdrawn timeout %d a1 %d; lead p10/p50/p90 %.0f/%.0f/%.0f ms; mmWave->sub-6 %d of %d predicted, lead p50 %.0f ms; predicted-time share %.4f",
+				pat, rules.Name(), c.Handovers, c.Predicted, c.Recall(), c.Predictions, c.Precision(), c.WithdrawnTimeout, c.WithdrawnA1,
+				score.Percentile(c.Leads, 10), score.Percentile(c.Leads, 50), score.Percentile(c.Leads, 90),
+				v.Predicted, v.Handovers, score.Percentile(v.Leads, 50), c.PredictedTimeShare())
+		}
 	}
 	if res[0].Handovers != res[1].Handovers || res[0].Handovers == 0 {
 		t.Fatalf("handovers %d vs %d", res[0].Handovers, res[1].Handovers)
 	}
 	if res[1].WithdrawnTimeout <= res[0].WithdrawnTimeout {
 		t.Errorf("withdrawn by timeout: single %d, measured %d; the early A2 should time out before the B1", res[0].WithdrawnTimeout, res[1].WithdrawnTimeout)
+	}
+	if res[1].PredictedTimeShare() <= res[0].PredictedTimeShare() {
+		t.Errorf("predicted-time share: single %.4f, measured %.4f; the early A2 keeps a prediction live longer", res[0].PredictedTimeShare(), res[1].PredictedTimeShare())
 	}
 }
