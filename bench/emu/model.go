@@ -506,7 +506,27 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		if h.RAEvent != nil {
 			raEv = *h.RAEvent
 		}
-		if !h.NoReport {
+		switch {
+		case h.NoReport:
+		case len(h.Reports) > 0:
+			for _, r := range h.Reports {
+				at := p.report
+				if r.Lead > 0 {
+					at = h.At - r.Lead
+				}
+				if at <= prevRA || at < 0 {
+					continue // the previous reconfiguration ended its reporting
+				}
+				e := signaling.Event{Kind: signaling.KindReport, Meas: r.Meas, Serving: m.cells[serving].sig}
+				if r.LTE {
+					e.Serving = lteAnchor
+				}
+				if r.Neighbor == NbTarget {
+					e.Neighbor = m.cells[to].sig
+				}
+				m.ctrls = append(m.ctrls, ctrl{t: at, kind: ctrlReport, ev: e})
+			}
+		default:
 			m.ctrls = append(m.ctrls, ctrl{t: p.report, kind: ctrlReport, ev: rep})
 		}
 		m.ctrls = append(m.ctrls,

@@ -28,6 +28,12 @@ type Handover struct {
 	// its own reports in Schedule.Replay); Lead then only places the
 	// report in handovers.tsv.
 	NoReport bool
+	// Reports, when set, are the reports published before the command
+	// instead of the single one (a measured report pattern, earliest
+	// first); the one with Lead 0 takes Lead (or the scenario's draw).
+	// One that would come before the previous handover completes is not
+	// published (the reconfiguration ended its reporting).
+	Reports []PreReport
 	// RA, when after At, is the logged completion of random access to the
 	// target: the interruption ends there.
 	RA time.Duration
@@ -193,6 +199,11 @@ type Synthetic struct {
 	FalseAlarmResends     int           `yaml:"false_alarm_resends"`
 	FalseAlarmResendEvery time.Duration `yaml:"false_alarm_resend_every"`
 	Start                 string        `yaml:"start"` // first serving cell ("" = the first cell)
+	// ReportPattern is which reports precede a handover: "single" (the
+	// default: one report of the kind Algorithm 1 expects for the type)
+	// or "measured" (MeasuredPatterns: e.g. before 9 in 12 mmWave →
+	// sub-6 handovers an NR A2 ~1.5 s early, then an LTE B1).
+	ReportPattern string `yaml:"report_pattern"`
 }
 
 // CellRef names a cell and its type for schedule generation.
@@ -264,7 +275,18 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	default:
 		return Schedule{}, fmt.Errorf("synthetic.false_alarm_end: %q is not a1 or silence", p.FalseAlarmEnd)
 	}
+	measured := false
+	switch p.ReportPattern {
+	case "", PatternSingle:
+	case PatternMeasured:
+		measured = true
+	default:
+		return Schedule{}, fmt.Errorf("synthetic.report_pattern: %q is not %s or %s", p.ReportPattern, PatternSingle, PatternMeasured)
+	}
 	r := rand.New(rand.NewPCG(seed, 0x6d32686f))
+	// The patterns have their own stream, so that turning them on keeps
+	// the drive's handovers, dwells and false alarms.
+	rp := rand.New(rand.NewPCG(seed, 0x72657073))
 	cur := 0
 	if p.Start != "" {
 		cur = -1
@@ -303,7 +325,14 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 		if next < 0 {
 			continue
 		}
-		s.Handovers = append(s.Handovers, Handover{At: t, To: cells[next].ID, ToType: cells[next].Type})
+		h := Handover{At: t, To: cells[next].ID, ToType: cells[next].Type}
+		if measured {
+			h.Reports = drawReports(cells[cur].Type, cells[next].Type, rp)
+			if n := len(h.Reports); n > 0 {
+				h.Report = h.Reports[n-1].Meas
+			}
+		}
+		s.Handovers = append(s.Handovers, h)
 		cur = next
 	}
 	return s, nil
