@@ -60,6 +60,10 @@ type ClientConfig struct {
 	QlogDir string
 	// Log gets the client's log lines (zap.NewNop when nil).
 	Log *zap.Logger
+
+	// countTrace installs the counting trace without a qlog file (tests
+	// and benchmarks: quic-go's receive drops counted at a trace's cost).
+	countTrace bool
 }
 
 // ClientStats are the client's counters.
@@ -76,6 +80,9 @@ type ClientStats struct {
 	HintsSent              uint64
 	Migrations             uint64
 	SendsPathGone          uint64 // UDP sends refused (address or route gone): taken as lost
+	// DropDatagramRecvQueue: quic-go's DATAGRAM receive queue was full
+	// (downlink packets lost). Counted only with a trace (QlogDir).
+	DropDatagramRecvQueue uint64
 }
 
 // Client is the phone's end of the tunnel: a CONNECT-IP session over one
@@ -118,6 +125,7 @@ type Client struct {
 		invalid, natConflict, refused, ptb, clamp  atomic.Uint64
 		hints, migrations                          atomic.Uint64
 		pathGone                                   atomic.Uint64 // sends refused for want of an address/route: lost
+		dgramRecv                                  atomic.Uint64
 	}
 }
 
@@ -199,19 +207,28 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	// Without a qlog file the client needs no trace: Write checks source
 	// and destination itself (allowed) before connect-ip-go would, so the
 	// per-packet qlog events quic-go builds for a trace are not paid for.
-	if cfg.QlogDir != "" {
+	if cfg.QlogDir != "" || cfg.countTrace {
 		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			t := &countingTrace{count: func(reason string, _ bool) {
-				if reason != "packet_too_large" { // answered with a PTB, counted there
+				switch reason {
+				case "packet_too_large": // answered with a PTB, counted there
+				case reasonDatagramRecvQueue:
+					// reasonDatagramTooLarge (fits no packet) falls to
+					// refused below: quic-go would not send it.
+					c.st.dgramRecv.Add(1)
+				default:
 					c.st.refused.Add(1)
 				}
 			}}
+			if cfg.QlogDir == "" {
+				return t
+			}
 			f, err := os.Create(filepath.Join(cfg.QlogDir, fmt.Sprintf("%s_client.sqlog", odcid)))
 			if err != nil {
 				cfg.Log.Warn("qlog", zap.Error(err))
 				return t
 			}
-			t.file = qlogwriter.NewConnectionFileSeq(f, isClient, odcid)
+			t.file = qlogwriter.NewConnectionFileSeq(newBufferedFile(f), isClient, odcid)
 			go t.file.Run()
 			return t
 		}
@@ -598,6 +615,7 @@ func (c *Client) Stats() ClientStats {
 		DropInvalid: c.st.invalid.Load(), DropNATConflict: c.st.natConflict.Load(),
 		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
 		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),
+		DropDatagramRecvQueue: c.st.dgramRecv.Load(),
 	}
 }
 

@@ -92,6 +92,7 @@ type ServerStats struct {
 	DropQueueFull                uint64 // downlink queue bound
 	DropNoSession                uint64 // from the TUN to an address no session holds
 	DropSendError                uint64
+	DropDatagramRecvQueue        uint64 // quic-go's DATAGRAM receive queue was full (uplink packets lost)
 	PTBSent                      uint64 // Packet Too Big for an oversize downlink packet
 	MSSClamped                   uint64
 	Hints                        [4]uint64 // by HintKind
@@ -129,7 +130,7 @@ type Server struct {
 		connsAccepted, connsRefused, sessionsOpened, sessionsRefused  atomic.Uint64
 		packetsUp, bytesUp, packetsDown, bytesDown                    atomic.Uint64
 		dropSpoofed, dropRoutes, dropInvalid, dropNoSession, dropSend atomic.Uint64
-		ptb, clamped, hintsRejected                                   atomic.Uint64
+		ptb, clamped, hintsRejected, dropDgramRecv                    atomic.Uint64
 		hints                                                         [4]atomic.Uint64
 	}
 	dropQueueClosed atomic.Uint64 // queue-full drops of sessions already gone
@@ -752,6 +753,7 @@ func (s *Server) Stats() ServerStats {
 	st.DropInvalid = s.st.dropInvalid.Load()
 	st.DropNoSession = s.st.dropNoSession.Load()
 	st.DropSendError = s.st.dropSend.Load()
+	st.DropDatagramRecvQueue = s.st.dropDgramRecv.Load()
 	st.PTBSent = s.st.ptb.Load()
 	st.MSSClamped = s.st.clamped.Load()
 	st.HintsRejected = s.st.hintsRejected.Load()
@@ -812,7 +814,7 @@ func (s *Server) tracer(_ context.Context, isClient bool, odcid quic.ConnectionI
 		if err != nil {
 			s.log.Warn("qlog", zap.Error(err))
 		} else {
-			fs := qlogwriter.NewConnectionFileSeq(f, isClient, odcid)
+			fs := qlogwriter.NewConnectionFileSeq(newBufferedFile(f), isClient, odcid)
 			go fs.Run()
 			t.file = fs
 		}
@@ -822,7 +824,10 @@ func (s *Server) tracer(_ context.Context, isClient bool, odcid quic.ConnectionI
 
 func (s *Server) countDrop(reason string, fromPeer bool) {
 	if !fromPeer {
-		return // downlink drops are counted where WritePacket is called
+		if reason == reasonDatagramTooLarge {
+			s.st.dropSend.Add(1) // accepted by SendDatagram, then fit no packet
+		}
+		return // other downlink drops are counted where WritePacket is called
 	}
 	switch reason {
 	case "source_address_not_allowed":
@@ -831,6 +836,8 @@ func (s *Server) countDrop(reason string, fromPeer bool) {
 		s.st.dropRoutes.Add(1)
 	case "send_error":
 		s.st.dropSend.Add(1)
+	case reasonDatagramRecvQueue:
+		s.st.dropDgramRecv.Add(1)
 	default:
 		s.st.dropInvalid.Add(1)
 	}
