@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,7 @@ type tunnelLink struct {
 	st struct {
 		redials, redialFailures, addrChanged, downDrops atomic.Uint64
 		migrations, migrationFailures                   atomic.Uint64
+		restarts                                        atomic.Uint64
 	}
 	// prev accumulates the counters of clients that are gone, so the
 	// exported counters never go backwards.
@@ -365,6 +367,40 @@ func (l *tunnelLink) watchUplink(ctx context.Context, every time.Duration, kick 
 			l.log.Info("SIGHUP: checking the uplink address")
 		}
 		l.checkUplink(ctx)
+	}
+}
+
+// restart ends the live connection (CONNECTION_CLOSE, so the server
+// releases the session and its inner address at once) and lets supervise
+// dial a new one straight away. A new connection measures the path afresh:
+// quic-go's RTT estimate (its min RTT is never forgotten) and congestion
+// controller (HyStart leaves slow start as soon as the RTT exceeds that
+// min RTT by 4-16 ms) restart on the path as it is now. It is what the
+// bench does once the emulated link is up, since the tunnel was dialled
+// over the bare path before (SIGUSR1). Flows survive it as a redial: if
+// the server hands out the same inner address again.
+func (l *tunnelLink) restart() {
+	c := l.current()
+	if c == nil {
+		return
+	}
+	l.st.restarts.Add(1)
+	l.log.Info("restarting the tunnel connection: a new connection measures the path afresh")
+	c.Close()
+}
+
+// restartOn calls restart for each value from sig (SIGUSR1) until ctx
+// ends.
+func (l *tunnelLink) restartOn(ctx context.Context, sig <-chan os.Signal) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.done:
+			return nil
+		case <-sig:
+			l.restart()
+		}
 	}
 }
 
