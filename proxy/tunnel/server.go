@@ -432,6 +432,15 @@ func (s *Server) openSession(qc *quic.Conn) (*session, int, string) {
 		return nil, http.StatusServiceUnavailable, "server full"
 	}
 	id := identity(qc)
+	// A client that restarted its connection (cmd/m2ho tunnelLink.restart)
+	// closed the old one just before this: release that session's
+	// addresses now, not when its handler gets round to it, so that the
+	// new session gets the same inner address and the flows continue.
+	for oqc, old := range s.byConn {
+		if old.identity == id && oqc.Context().Err() != nil {
+			s.closeSessionLocked(old)
+		}
+	}
 	sess := &session{srv: s, identity: id, qc: qc, down: newQueue(s.cfg.QueueLen, s.cfg.MTU)}
 	for _, p := range s.pools {
 		a, ok := p.lease()
@@ -467,6 +476,12 @@ func (s *Server) poolOf(a netip.Addr) *addrPool {
 func (s *Server) closeSession(sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closeSessionLocked(sess)
+}
+
+// closeSessionLocked is closeSession with s.mu held; a session already
+// closed is left alone.
+func (s *Server) closeSessionLocked(sess *session) {
 	if s.byConn[sess.qc] != sess {
 		return
 	}
