@@ -189,6 +189,7 @@ func (l *tunnelLink) retire(c *tunnel.Client) {
 	p.HintsSent += s.HintsSent
 	p.Migrations += s.Migrations
 	p.SendsPathGone += s.SendsPathGone
+	p.DropDatagramRecvQueue += s.DropDatagramRecvQueue
 	l.prevMu.Unlock()
 }
 
@@ -301,6 +302,7 @@ func (l *tunnelLink) Stats() tunnel.ClientStats {
 		s.HintsSent += x.HintsSent
 		s.Migrations += x.Migrations
 		s.SendsPathGone += x.SendsPathGone
+		s.DropDatagramRecvQueue += x.DropDatagramRecvQueue
 	}
 	return s
 }
@@ -488,6 +490,7 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescBytes, s.BytesDown, "down")
 	cnt(tcDescDrops, s.DropUpQueueFull, "up-queue-full")
 	cnt(tcDescDrops, s.DropDownQueueFull, "down-queue-full")
+	cnt(tcDescDrops, s.DropDatagramRecvQueue, "quic-datagram-receive-queue")
 	cnt(tcDescDrops, s.DropInvalid, "invalid")
 	cnt(tcDescDrops, s.DropNATConflict, "nat-conflict")
 	cnt(tcDescDrops, s.DropRefused, "refused")

@@ -60,10 +60,6 @@ type ClientConfig struct {
 	QlogDir string
 	// Log gets the client's log lines (zap.NewNop when nil).
 	Log *zap.Logger
-
-	// countTrace installs the counting trace without a qlog file (tests
-	// and benchmarks: quic-go's receive drops counted at a trace's cost).
-	countTrace bool
 }
 
 // ClientStats are the client's counters.
@@ -81,8 +77,9 @@ type ClientStats struct {
 	Migrations             uint64
 	SendsPathGone          uint64 // UDP sends refused (address or route gone): taken as lost
 	// DropDatagramRecvQueue: quic-go's DATAGRAM receive queue was full
-	// (downlink packets lost). Counted only with a trace (QlogDir).
-	DropDatagramRecvQueue uint64
+	// (downlink packets lost); DropH3DatagramQueue: inferred, http3's
+	// per-stream DATAGRAM queue was full (see eventH3DatagramParsed).
+	DropDatagramRecvQueue, DropH3DatagramQueue uint64
 }
 
 // Client is the phone's end of the tunnel: a CONNECT-IP session over one
@@ -125,7 +122,7 @@ type Client struct {
 		invalid, natConflict, refused, ptb, clamp  atomic.Uint64
 		hints, migrations                          atomic.Uint64
 		pathGone                                   atomic.Uint64 // sends refused for want of an address/route: lost
-		dgramRecv                                  atomic.Uint64
+		dgramRecv, h3Parsed, peerProcessed         atomic.Uint64
 	}
 }
 
@@ -204,10 +201,10 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		MaxIdleTimeout:    30 * time.Second,
 		KeepAlivePeriod:   10 * time.Second,
 	}
-	// Without a qlog file the client needs no trace: Write checks source
-	// and destination itself (allowed) before connect-ip-go would, so the
-	// per-packet qlog events quic-go builds for a trace are not paid for.
-	if cfg.QlogDir != "" || cfg.countTrace {
+	// The client always has a trace, a qlog file or not: quic-go and
+	// http3 report their DATAGRAM drops only as qlog events (qlog.go).
+	// The cost: quic-go builds an event per packet sent and received.
+	{
 		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			t := &countingTrace{count: func(reason string, _ bool) {
 				switch reason {
@@ -216,6 +213,10 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 					// reasonDatagramTooLarge (fits no packet) falls to
 					// refused below: quic-go would not send it.
 					c.st.dgramRecv.Add(1)
+				case eventH3DatagramParsed:
+					c.st.h3Parsed.Add(1)
+				case eventPeerPacketProcessed:
+					c.st.peerProcessed.Add(1)
 				default:
 					c.st.refused.Add(1)
 				}
@@ -615,7 +616,7 @@ func (c *Client) Stats() ClientStats {
 		DropInvalid: c.st.invalid.Load(), DropNATConflict: c.st.natConflict.Load(),
 		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
 		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),
-		DropDatagramRecvQueue: c.st.dgramRecv.Load(),
+		DropDatagramRecvQueue: c.st.dgramRecv.Load(), DropH3DatagramQueue: h3Lost(c.st.h3Parsed.Load(), c.st.peerProcessed.Load()),
 	}
 }
 

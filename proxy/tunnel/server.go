@@ -93,6 +93,7 @@ type ServerStats struct {
 	DropNoSession                uint64 // from the TUN to an address no session holds
 	DropSendError                uint64
 	DropDatagramRecvQueue        uint64 // quic-go's DATAGRAM receive queue was full (uplink packets lost)
+	DropH3DatagramQueue          uint64 // inferred: http3's per-stream DATAGRAM queue was full (see eventH3DatagramParsed)
 	PTBSent                      uint64 // Packet Too Big for an oversize downlink packet
 	MSSClamped                   uint64
 	Hints                        [4]uint64 // by HintKind
@@ -131,6 +132,7 @@ type Server struct {
 		packetsUp, bytesUp, packetsDown, bytesDown                    atomic.Uint64
 		dropSpoofed, dropRoutes, dropInvalid, dropNoSession, dropSend atomic.Uint64
 		ptb, clamped, hintsRejected, dropDgramRecv                    atomic.Uint64
+		h3Parsed, peerProcessed                                       atomic.Uint64
 		hints                                                         [4]atomic.Uint64
 	}
 	dropQueueClosed atomic.Uint64 // queue-full drops of sessions already gone
@@ -769,6 +771,7 @@ func (s *Server) Stats() ServerStats {
 	st.DropNoSession = s.st.dropNoSession.Load()
 	st.DropSendError = s.st.dropSend.Load()
 	st.DropDatagramRecvQueue = s.st.dropDgramRecv.Load()
+	st.DropH3DatagramQueue = h3Lost(s.st.h3Parsed.Load(), s.st.peerProcessed.Load())
 	st.PTBSent = s.st.ptb.Load()
 	st.MSSClamped = s.st.clamped.Load()
 	st.HintsRejected = s.st.hintsRejected.Load()
@@ -845,6 +848,10 @@ func (s *Server) countDrop(reason string, fromPeer bool) {
 		return // other downlink drops are counted where WritePacket is called
 	}
 	switch reason {
+	case eventH3DatagramParsed:
+		s.st.h3Parsed.Add(1)
+	case eventPeerPacketProcessed:
+		s.st.peerProcessed.Add(1)
 	case "source_address_not_allowed":
 		s.st.dropSpoofed.Add(1)
 	case "destination_address_not_allowed", "protocol_not_allowed":
