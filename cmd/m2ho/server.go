@@ -324,9 +324,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	dev.Close()
 	srv.Wait()
 	st := srv.Stats()
-	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d, quic datagram receive queue %d, send errors %d\n",
+	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d, quic datagram receive queue %d, http3 datagram queue %d, send errors %d\n",
 		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull,
-		st.DropDatagramRecvQueue, st.DropSendError)
+		st.DropDatagramRecvQueue, st.DropH3DatagramQueue, st.DropSendError)
 	return err
 }
 
@@ -396,6 +396,7 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(srvDescDrops, st.DropNoSession, "no-session")
 	cnt(srvDescDrops, st.DropSendError, "send-error")
 	cnt(srvDescDrops, st.DropDatagramRecvQueue, "quic-datagram-receive-queue")
+	cnt(srvDescDrops, st.DropH3DatagramQueue, "h3-datagram-queue")
 	cnt(srvDescPTB, st.PTBSent)
 	cnt(srvDescClamp, st.MSSClamped)
 	for _, k := range []tunnel.HintKind{tunnel.HintPredicted, tunnel.HintExecuted, tunnel.HintWithdrawn} {

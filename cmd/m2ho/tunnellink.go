@@ -190,6 +190,7 @@ func (l *tunnelLink) retire(c *tunnel.Client) {
 	p.Migrations += s.Migrations
 	p.SendsPathGone += s.SendsPathGone
 	p.DropDatagramRecvQueue += s.DropDatagramRecvQueue
+	p.DropH3DatagramQueue += s.DropH3DatagramQueue
 	l.prevMu.Unlock()
 }
 
@@ -269,6 +270,11 @@ func (l *tunnelLink) Close() error {
 	if c != nil {
 		l.retire(c)
 	}
+	s := l.Stats()
+	l.log.Info("tunnel stopped", zap.Uint64("packets_up", s.PacketsUp), zap.Uint64("packets_down", s.PacketsDown),
+		zap.Uint64("drop_up_queue_full", s.DropUpQueueFull), zap.Uint64("drop_down_queue_full", s.DropDownQueueFull),
+		zap.Uint64("drop_quic_datagram_receive_queue", s.DropDatagramRecvQueue), zap.Uint64("drop_h3_datagram_queue", s.DropH3DatagramQueue),
+		zap.Uint64("drop_tunnel_down", l.st.downDrops.Load()), zap.Uint64("restarts", l.st.restarts.Load()))
 	return nil
 }
 
@@ -303,6 +309,7 @@ func (l *tunnelLink) Stats() tunnel.ClientStats {
 		s.Migrations += x.Migrations
 		s.SendsPathGone += x.SendsPathGone
 		s.DropDatagramRecvQueue += x.DropDatagramRecvQueue
+		s.DropH3DatagramQueue += x.DropH3DatagramQueue
 	}
 	return s
 }
@@ -491,6 +498,7 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescDrops, s.DropUpQueueFull, "up-queue-full")
 	cnt(tcDescDrops, s.DropDownQueueFull, "down-queue-full")
 	cnt(tcDescDrops, s.DropDatagramRecvQueue, "quic-datagram-receive-queue")
+	cnt(tcDescDrops, s.DropH3DatagramQueue, "h3-datagram-queue")
 	cnt(tcDescDrops, s.DropInvalid, "invalid")
 	cnt(tcDescDrops, s.DropNATConflict, "nat-conflict")
 	cnt(tcDescDrops, s.DropRefused, "refused")

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	cipqlog "github.com/quic-go/connect-ip-go/qlog"
+	h3qlog "github.com/quic-go/quic-go/http3/qlog"
 	"github.com/quic-go/quic-go/qlog"
 )
 
@@ -43,5 +45,30 @@ func TestQlogFileBuffered(t *testing.T) {
 	}
 	if fi, _ := os.Stat(p); fi.Size() != 700 {
 		t.Fatalf("%d bytes after Close, want 700", fi.Size())
+	}
+}
+
+// http3 drops a DATAGRAM its stream's queue has no room for without any
+// event: the loss is what http3 parsed less what connect-ip-go then
+// processed from the peer (forwarded or dropped, the drop counted by its
+// own reason).
+func TestH3DatagramQueueLossInferred(t *testing.T) {
+	s := &Server{}
+	r := (&countingTrace{count: s.countDrop}).AddProducer()
+	for range 10 {
+		r.RecordEvent(h3qlog.DatagramParsed{})
+	}
+	for range 6 {
+		r.RecordEvent(cipqlog.PacketProcessed{Source: cipqlog.EndpointPeer, Outcome: cipqlog.PacketForwarded})
+	}
+	r.RecordEvent(cipqlog.PacketProcessed{Source: cipqlog.EndpointPeer, Outcome: cipqlog.PacketDropped, Reason: "source_address_not_allowed"})
+	// Our own packets (to the peer) are no part of the count.
+	r.RecordEvent(cipqlog.PacketProcessed{Source: cipqlog.EndpointApplication, Outcome: cipqlog.PacketForwarded})
+	st := s.Stats()
+	if st.DropH3DatagramQueue != 3 || st.DropSpoofedSource != 1 || st.DropInvalid != 0 {
+		t.Fatalf("stats %+v: want 3 inferred http3 queue drops, 1 spoofed", st)
+	}
+	if h3Lost(5, 7) != 0 {
+		t.Fatal("more processed than parsed (events in flight) must count 0")
 	}
 }
