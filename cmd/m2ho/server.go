@@ -94,7 +94,7 @@ from the dispersion of each burst's ACK train; a predicted handover caps
 bytes in flight at the hinted ŝ_max, an executed one restarts TxTime from
 the hinted c_est. --pacer none (the default for now: through the tunnel
 Wave currently holds transfers to a few Mbit/s, cause not yet found) leaves
-pacing to quic-go (NewReno and its pacer), which stays underneath Wave in
+pacing to quic-go (CUBIC and its pacer), which stays underneath Wave in
 either case.
 
 The server creates a TUN device with its inner addresses and (unless
@@ -264,9 +264,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	undo = append(undo, func() { dev.Close() })
 	log.Info("TUN device", zap.String("name", dev.Name()), zap.String("tun_offload", offload.String()), zap.String("device", note))
 	if waves != nil {
-		fmt.Fprintf(out, "m2ho: pacer wave (bursts of %d packets, TxTime >= %v; quic-go's NewReno and pacer underneath)\n", c.WaveBurst, c.WaveMinTxTime)
+		fmt.Fprintf(out, "m2ho: pacer wave (bursts of %d packets, TxTime >= %v; quic-go's CUBIC and pacer underneath)\n", c.WaveBurst, c.WaveMinTxTime)
 	} else {
-		fmt.Fprintln(out, "m2ho: pacer none (quic-go's NewReno and pacer only)")
+		fmt.Fprintln(out, "m2ho: pacer none (quic-go's CUBIC and pacer only)")
 	}
 	srv, err := tunnel.NewServer(sc, dev)
 	if err != nil {

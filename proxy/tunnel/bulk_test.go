@@ -35,12 +35,25 @@ import (
 func BenchmarkTunnelBulk(b *testing.B) {
 	for _, dir := range []string{"down", "up"} {
 		for _, rate := range []int{50, 200, 0} {
-			b.Run(fmt.Sprintf("%s/%dMbps", dir, rate), func(b *testing.B) { benchBulk(b, dir == "down", rate) })
+			b.Run(fmt.Sprintf("%s/%dMbps", dir, rate), func(b *testing.B) { benchBulk(b, dir == "down", rate, 0) })
 		}
 	}
+	// A client qlog file, written through bufferedFile and, as before it,
+	// unbuffered (one system call per JSON token).
+	b.Run("down/50Mbps/qlog", func(b *testing.B) { benchBulk(b, true, 50, qlogBuffered) })
+	b.Run("down/50Mbps/qlog-unbuffered", func(b *testing.B) { benchBulk(b, true, 50, qlogRaw) })
+	// The client without any trace (its receive drops then uncounted).
+	b.Run("down/50Mbps/no-trace", func(b *testing.B) { benchBulk(b, true, 50, noTrace) })
+	b.Run("down/200Mbps/no-trace", func(b *testing.B) { benchBulk(b, true, 200, noTrace) })
 }
 
-func benchBulk(b *testing.B, down bool, rateMbps int) {
+const (
+	qlogBuffered = 1 + iota
+	qlogRaw
+	noTrace
+)
+
+func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 	k := newPKIB(b)
 	dev := tun.NewChannelTUN(1500, 16)
 	srv, err := NewServer(ServerConfig{Certificate: k.server, ClientCAs: k.pool, InnerPrefixes: []netip.Prefix{innerV4}, Routes: []netip.Prefix{routeV4}}, dev)
@@ -54,8 +67,14 @@ func benchBulk(b *testing.B, down bool, rateMbps int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx)
 	defer func() { cancel(); srv.Close(); dev.Close(); srv.Wait() }()
-	c, err := Dial(ctx, ClientConfig{Server: a.String(), ServerName: "localhost", RootCAs: k.pool, Certificate: k.user,
-		LocalAddr: "127.0.0.1:0"})
+	cc := ClientConfig{Server: a.String(), ServerName: "localhost", RootCAs: k.pool, Certificate: k.user, LocalAddr: "127.0.0.1:0"}
+	switch qlog {
+	case qlogBuffered, qlogRaw:
+		cc.QlogDir, cc.qlogUnbuffered = b.TempDir(), qlog == qlogRaw
+	case noTrace:
+		cc.noTrace = true
+	}
+	c, err := Dial(ctx, cc)
 	if err != nil {
 		b.Fatal(err)
 	}

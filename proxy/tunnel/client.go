@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -60,6 +61,13 @@ type ClientConfig struct {
 	QlogDir string
 	// Log gets the client's log lines (zap.NewNop when nil).
 	Log *zap.Logger
+
+	// qlogUnbuffered writes the qlog file unbuffered, as before
+	// bufferedFile (BenchmarkTunnelBulk's before/after only).
+	qlogUnbuffered bool
+	// noTrace leaves the client without a trace when there is no qlog
+	// file (BenchmarkTunnelBulk: what the trace costs).
+	noTrace bool
 }
 
 // ClientStats are the client's counters.
@@ -204,7 +212,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	// The client always has a trace, a qlog file or not: quic-go and
 	// http3 report their DATAGRAM drops only as qlog events (qlog.go).
 	// The cost: quic-go builds an event per packet sent and received.
-	{
+	if !cfg.noTrace || cfg.QlogDir != "" {
 		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			t := &countingTrace{count: func(reason string, _ bool) {
 				switch reason {
@@ -229,7 +237,11 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 				cfg.Log.Warn("qlog", zap.Error(err))
 				return t
 			}
-			t.file = qlogwriter.NewConnectionFileSeq(newBufferedFile(f), isClient, odcid)
+			var w io.WriteCloser = newBufferedFile(f)
+			if cfg.qlogUnbuffered {
+				w = f
+			}
+			t.file = qlogwriter.NewConnectionFileSeq(w, isClient, odcid)
 			go t.file.Run()
 			return t
 		}
