@@ -219,6 +219,23 @@ func CapacityAt(caps []CapacityBin, t float64) (CapacityBin, bool) {
 // a little late: by the gap from RA to the first bin start (< 0.1 s) plus
 // the bin itself.
 func Converge(bins []Bin, caps []CapacityBin, hos []HandoverRow, frac float64) []Convergence {
+	return ConvergeWindow(bins, caps, hos, frac, 1)
+}
+
+// convEps absorbs float error in the bins' and handovers' times.
+const convEps = 1e-9
+
+// convergeScan is the one convergence scan behind Converge,
+// ConvergeWindow and ConvergeMeanCapacity. Handover h's dwell runs from
+// its random access (RA) to the next command or the end of the data; a
+// handover whose RA lies outside the bins is not analyzed. The candidate
+// windows end at the bins from the first one starting at or after RA, in
+// order, until one ends after the dwell; start gives the first bin of the
+// window that ends at bin e (first: the first bin of the dwell; false: no
+// window ends there). reach(h, next) returns the test of a window (nil:
+// none can pass); the first window that passes converges h at its end −
+// RA. None: the dwell, not converged.
+func convergeScan(bins []Bin, hos []HandoverRow, start func(first, e int, ra float64) (int, bool), reach func(h HandoverRow, next float64) func([]Bin) bool) []Convergence {
 	out := make([]Convergence, len(hos))
 	if len(bins) == 0 {
 		for i, h := range hos {
@@ -226,7 +243,6 @@ func Converge(bins []Bin, caps []CapacityBin, hos []HandoverRow, frac float64) [
 		}
 		return out
 	}
-	const eps = 1e-9
 	dataStart, dataEnd := bins[0].T0, bins[len(bins)-1].T1
 	for i, h := range hos {
 		c := Convergence{Handover: h}
@@ -234,34 +250,35 @@ func Converge(bins []Bin, caps []CapacityBin, hos []HandoverRow, frac float64) [
 		if i+1 < len(hos) && hos[i+1].Command < next {
 			next = hos[i+1].Command
 		}
-		if h.RA < dataStart-eps || h.RA >= dataEnd {
+		if h.RA < dataStart-convEps || h.RA >= dataEnd {
 			out[i] = c
 			continue
 		}
 		c.Analyzed = true
 		c.Dwell = math.Max(0, next-h.RA)
 		c.Seconds = c.Dwell
-		for _, b := range bins {
-			if b.T0 < h.RA-eps {
-				continue
-			}
-			if b.T1 > next+eps {
-				break
-			}
-			cb, ok := CapacityAt(caps, (b.T0+b.T1)/2)
-			if !ok || cb.Mbps <= 0 {
-				continue
-			}
-			// The relative slack absorbs float error in bin widths, so
-			// exactly frac x capacity counts as reached.
-			if b.Mbps() >= frac*cb.Mbps*(1-1e-9) {
-				c.Converged, c.Seconds = true, b.T1-h.RA
-				break
+		if ok := reach(h, next); ok != nil {
+			first := sort.Search(len(bins), func(k int) bool { return bins[k].T0 >= h.RA-convEps })
+			for e := first; e < len(bins) && bins[e].T1 <= next+convEps; e++ {
+				if s, has := start(first, e, h.RA); has && ok(bins[s:e+1]) {
+					c.Converged, c.Seconds = true, bins[e].T1-h.RA
+					break
+				}
 			}
 		}
 		out[i] = c
 	}
 	return out
+}
+
+// windowMbps is a window's goodput.
+func windowMbps(win []Bin) float64 {
+	var bits, secs float64
+	for _, b := range win {
+		bits += b.Bits
+		secs += b.T1 - b.T0
+	}
+	return bits / secs / 1e6
 }
 
 // Percentile is the p-th percentile (0..100) of xs by linear
@@ -325,7 +342,8 @@ type RunResult struct {
 	Kernel              map[string]int64
 	SMax                map[string]int
 	Cells               []emu.CellInfo
-	Congestion          string // the sender's congestion control, from iperf3
+	Congestion          string      // the sender's congestion control, from iperf3
+	Cwnd                []CwndPoint // snd_cwnd per sender interval, emulator clock (sequence.go)
 }
 
 // Valid is true when nothing made the run invalid.
@@ -352,6 +370,7 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 	}
 	r.HandoverStats = handoverStats(r, d)
 	for _, iv := range d.Sender.Intervals {
+		r.Cwnd = append(r.Cwnd, CwndPoint{T: iv.End + a.OffsetS, Bytes: iv.CwndBytes})
 		r.Retransmits += iv.Retransmits
 		if iv.RTTus > 0 {
 			r.RTTms = append(r.RTTms, float64(iv.RTTus)/1000)

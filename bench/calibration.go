@@ -591,44 +591,30 @@ func LoadScenarioDrive(name, dataDir, xcal, capLog string) (*emu.Scenario, error
 // random access. A handover that does not get there counts with its
 // dwell, as in Converge.
 func ConvergeMeanCapacity(bins []Bin, caps []CapacityBin, hos []HandoverRow, frac, window float64) []Convergence {
-	out := Converge(bins, caps, hos, frac) // Analyzed and Dwell
-	const eps = 1e-9
-	for i := range out {
-		c := &out[i]
-		if !c.Analyzed {
-			continue
-		}
-		h := c.Handover
-		next := h.RA + c.Dwell
-		var capSum, capN float64
-		for _, cb := range caps {
-			if cb.T >= h.RA-eps && cb.T < next-eps {
-				capSum += cb.Mbps
-				capN++
+	return convergeScan(bins, hos,
+		func(_, e int, ra float64) (int, bool) {
+			end := bins[e].T1
+			if end < ra+window-convEps {
+				return 0, false
 			}
-		}
-		c.Converged, c.Seconds = false, c.Dwell
-		if capN == 0 || capSum <= 0 {
-			continue
-		}
-		thr := frac * capSum / capN
-		for k, b := range bins {
-			if b.T1 < h.RA+window-eps {
-				continue
+			s := e
+			for s > 0 && bins[s-1].T0 >= end-window-convEps {
+				s--
 			}
-			if b.T1 > next+eps {
-				break
+			return s, true
+		},
+		func(h HandoverRow, next float64) func([]Bin) bool {
+			var capSum, capN float64
+			for _, cb := range caps {
+				if cb.T >= h.RA-convEps && cb.T < next-convEps {
+					capSum += cb.Mbps
+					capN++
+				}
 			}
-			var bits, secs float64
-			for j := k; j >= 0 && bins[j].T0 >= b.T1-window-eps; j-- {
-				bits += bins[j].Bits
-				secs += bins[j].T1 - bins[j].T0
+			if capN == 0 || capSum <= 0 {
+				return nil
 			}
-			if secs > 0 && bits/secs/1e6 >= thr*(1-1e-9) {
-				c.Converged, c.Seconds = true, b.T1-h.RA
-				break
-			}
-		}
-	}
-	return out
+			thr := frac * capSum / capN
+			return func(win []Bin) bool { return windowMbps(win) >= thr*(1-1e-9) }
+		})
 }

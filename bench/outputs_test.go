@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,6 +109,12 @@ func checkMarkdown(t *testing.T, dir string, s Summary) {
 	checked := 0
 	for _, r := range mdRows(s) {
 		cells, ok := rows[r.label]
+		if !slices.ContainsFunc(s.Variants, r.has) {
+			if ok {
+				t.Errorf("summary.md has row %q, which applies to no variant", r.label)
+			}
+			continue
+		}
 		if !ok {
 			t.Errorf("summary.md lacks row %q", r.label)
 			continue
@@ -117,6 +124,12 @@ func checkMarkdown(t *testing.T, dir string, s Summary) {
 			continue
 		}
 		for i, v := range s.Variants {
+			if !r.has(v) {
+				if cells[i] != "-" {
+					t.Errorf("row %q %s: md %q, want - (does not apply)", r.label, v.Name, cells[i])
+				}
+				continue
+			}
 			got, err := strconv.ParseFloat(cells[i], 64)
 			if err != nil || math.Abs(got-r.get(v)) > 0.5*math.Pow10(-r.dec)+1e-9 {
 				t.Errorf("row %q %s: md %q, json %v", r.label, v.Name, cells[i], r.get(v))
@@ -244,5 +257,28 @@ func TestSummaryInvalid(t *testing.T) {
 	m.Repeat = 2
 	if s, _ := Reanalyze(dir, m); s.Valid {
 		t.Error("fewer runs than --repeat: want invalid")
+	}
+}
+
+// The tunnel's RTT rows show only for tunnel variants: left out when no
+// variant has a tunnel, "-" for the variants without one.
+func TestTunnelRowsOnlyForTunnelVariants(t *testing.T) {
+	md := func(vs ...VariantSummary) string {
+		var b strings.Builder
+		if err := (Summary{Scenario: "x", Scale: 1, Valid: true, Variants: vs}).WriteMarkdown(&b); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	plain := md(VariantSummary{Name: "pass"}, VariantSummary{Name: "m2ho"})
+	if strings.Contains(plain, "tunnel RTT") {
+		t.Errorf("tunnel rows without a tunnel variant:\n%s", plain)
+	}
+	mixed := md(VariantSummary{Name: "pass"}, VariantSummary{Name: "quic", Tunnel: true, TunnelRTTMsMean: 31.25, TunnelRTTMsP95: 40})
+	if !strings.Contains(mixed, "| tunnel RTT mean (ms) | - | 31.2 | - |") && !strings.Contains(mixed, "| tunnel RTT mean (ms) | - | 31.3 | - |") {
+		t.Errorf("tunnel row, want - for pass:\n%s", mixed)
+	}
+	if !strings.Contains(mixed, "| RTT p50 (ms) | 0.0 | 0.0 |") {
+		t.Errorf("other rows changed:\n%s", mixed)
 	}
 }

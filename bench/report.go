@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"math"
-	"sort"
 	"strings"
 )
 
@@ -22,55 +21,24 @@ var ConvergenceWindows = []int{1, 10}
 // RA. Windows with a bin whose capacity is 0 or unknown are skipped. No
 // such window: the dwell, not converged.
 func ConvergeWindow(bins []Bin, caps []CapacityBin, hos []HandoverRow, frac float64, n int) []Convergence {
-	if n <= 1 {
-		return Converge(bins, caps, hos, frac)
-	}
-	out := make([]Convergence, len(hos))
-	if len(bins) == 0 {
-		for i, h := range hos {
-			out[i] = Convergence{Handover: h}
-		}
-		return out
-	}
-	const eps = 1e-9
-	dataStart, dataEnd := bins[0].T0, bins[len(bins)-1].T1
-	for i, h := range hos {
-		c := Convergence{Handover: h}
-		next := dataEnd
-		if i+1 < len(hos) && hos[i+1].Command < next {
-			next = hos[i+1].Command
-		}
-		if h.RA < dataStart-eps || h.RA >= dataEnd {
-			out[i] = c
-			continue
-		}
-		c.Analyzed = true
-		c.Dwell = math.Max(0, next-h.RA)
-		c.Seconds = c.Dwell
-		first := sort.Search(len(bins), func(k int) bool { return bins[k].T0 >= h.RA-eps })
-	win:
-		for k := first; k+n <= len(bins); k++ {
-			if bins[k+n-1].T1 > next+eps {
-				break
-			}
-			var bits, secs, capSum float64
-			for _, b := range bins[k : k+n] {
-				cb, ok := CapacityAt(caps, (b.T0+b.T1)/2)
-				if !ok || cb.Mbps <= 0 {
-					continue win
+	n = max(n, 1)
+	return convergeScan(bins, hos,
+		func(first, e int, _ float64) (int, bool) { return e - n + 1, e-n+1 >= first },
+		func(HandoverRow, float64) func([]Bin) bool {
+			return func(win []Bin) bool {
+				var capSum float64
+				for _, b := range win {
+					cb, ok := CapacityAt(caps, (b.T0+b.T1)/2)
+					if !ok || cb.Mbps <= 0 {
+						return false
+					}
+					capSum += cb.Mbps
 				}
-				bits += b.Bits
-				secs += b.T1 - b.T0
-				capSum += cb.Mbps
+				// The relative slack absorbs float error in bin
+				// widths, so exactly frac x capacity counts as reached.
+				return windowMbps(win) >= frac*capSum/float64(n)*(1-1e-9)
 			}
-			if bits/secs/1e6 >= frac*capSum/float64(n)*(1-1e-9) {
-				c.Converged, c.Seconds = true, bins[k+n-1].T1-h.RA
-				break
-			}
-		}
-		out[i] = c
-	}
-	return out
+		})
 }
 
 // HandoverStat is one row of the per-handover table: what happened at a

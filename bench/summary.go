@@ -15,8 +15,9 @@ import (
 type Summary struct {
 	Scenario string  `json:"scenario"`
 	Scale    float64 `json:"scale"`
-	// Handovers is the number of handovers of the schedule (one run's
-	// handovers.tsv; every run has the same schedule).
+	// Handovers is the number of handovers of the first run's schedule
+	// (its handovers.tsv; the runs of one seed share the schedule, and
+	// each seed draws its own).
 	Handovers int              `json:"handovers"`
 	Valid     bool             `json:"valid"`
 	Variants  []VariantSummary `json:"variants"`
@@ -46,6 +47,8 @@ type Summary struct {
 	Comparisons         []Comparison   `json:"comparisons"`
 	Cells               []CellSMax     `json:"cells,omitempty"`
 	HandoverTable       []HandoverStat `json:"handover_table"`
+	// Sequences is issue 9's measured requirement per variant (sequence.go).
+	Sequences []SequenceSummary `json:"sequences"`
 }
 
 // VariantSummary is one variant's numbers over all its runs.
@@ -68,6 +71,8 @@ type VariantSummary struct {
 	TunnelRTTMsMean float64 `json:"tunnel_rtt_ms_mean"`
 	TunnelRTTMsP50  float64 `json:"tunnel_rtt_ms_p50"`
 	TunnelRTTMsP95  float64 `json:"tunnel_rtt_ms_p95"`
+	// Tunnel: the variant carries its flow through the QUIC tunnel.
+	Tunnel bool `json:"tunnel,omitempty"`
 
 	Args              []string  `json:"args"`
 	GoodputMbpsRuns   []float64 `json:"goodput_mbps_runs"`
@@ -185,7 +190,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		s.Cells = append(s.Cells, *c)
 	}
 	for _, v := range m.Variants {
-		vs := VariantSummary{Name: v.Name, Args: v.Args, GoodputMbpsByType: map[string]float64{}, Valid: true,
+		vs := VariantSummary{Name: v.Name, Args: v.Args, Tunnel: v.Tunnel(), GoodputMbpsByType: map[string]float64{}, Valid: true,
 			GoodputMbpsRuns: []float64{}, ConvergenceS: []float64{}, ConvergenceSMeanByWindow: map[string]float64{}, Kernel: map[string]int64{}}
 		byWin := map[string][]float64{}
 		var all []Bin
@@ -257,6 +262,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		s.Variants = append(s.Variants, vs)
 	}
 	s.Comparisons = compare(runs, m, s)
+	s.Sequences = summarizeSequences(runs, variantNames(m.Variants))
 	s.Valid = s.Valid && len(s.Problems) == 0 && len(runs) > 0
 	return s
 }
@@ -350,7 +356,21 @@ const (
 type mdRow struct {
 	label string
 	dec   int
-	get   func(VariantSummary) float64
+	// get is NaN for a variant the row does not apply to: "-" in its
+	// cell, and a row that applies to no variant is left out.
+	get func(VariantSummary) float64
+}
+
+func (r mdRow) has(v VariantSummary) bool { return !math.IsNaN(r.get(v)) }
+
+// tunnelOnly applies a row to the tunnel variants only.
+func tunnelOnly(get func(VariantSummary) float64) func(VariantSummary) float64 {
+	return func(v VariantSummary) float64 {
+		if !v.Tunnel {
+			return math.NaN()
+		}
+		return get(v)
+	}
 }
 
 func mdRows(s Summary) []mdRow {
@@ -370,8 +390,8 @@ func mdRows(s Summary) []mdRow {
 		mdRow{"dup ACKs at sender (total)", 0, func(v VariantSummary) float64 { return float64(v.DupAcks) }},
 		mdRow{"RTT p50 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP50 }},
 		mdRow{"RTT p95 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP95 }},
-		mdRow{"tunnel RTT mean (ms)", mdMsDec, func(v VariantSummary) float64 { return v.TunnelRTTMsMean }},
-		mdRow{"tunnel RTT p95 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.TunnelRTTMsP95 }},
+		mdRow{"tunnel RTT mean (ms)", mdMsDec, tunnelOnly(func(v VariantSummary) float64 { return v.TunnelRTTMsMean })},
+		mdRow{"tunnel RTT p95 (ms)", mdMsDec, tunnelOnly(func(v VariantSummary) float64 { return v.TunnelRTTMsP95 })},
 		mdRow{"runs", 0, func(v VariantSummary) float64 { return float64(v.Runs) }},
 	)
 	for _, k := range KernelCounters {
@@ -438,7 +458,7 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "- scale: %g (capacities and buffers x%g)\n", s.Scale, s.Scale)
-	fmt.Fprintf(&b, "- handovers per run: %d, false alarms per run: %d, runs per variant: %d, %.0f s each, seed %d\n",
+	fmt.Fprintf(&b, "- handovers in the first run: %d, false alarms (most in a run): %d, runs per variant: %d, %.0f s each, seed %d (each seed draws its own synthetic drive; the variants of a repetition share it)\n",
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
 	fmt.Fprintf(&b, "- emulator: late %.2f %% (worst run), max late %.1f ms, overflow drops %d, reorder flushes %d, events dropped %d\n",
 		s.Emulator.LatePct, s.Emulator.MaxLateMs, s.Emulator.OverflowDrops, s.Emulator.ReorderFlushes, s.Emulator.EventsDropped)
@@ -464,8 +484,15 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 	}
 	b.WriteString("\n")
 	for _, r := range mdRows(s) {
+		if !slices.ContainsFunc(s.Variants, r.has) {
+			continue
+		}
 		fmt.Fprintf(&b, "| %s |", r.label)
 		for _, v := range s.Variants {
+			if !r.has(v) {
+				b.WriteString(" - |")
+				continue
+			}
 			fmt.Fprintf(&b, " %.*f |", r.dec, r.get(v))
 		}
 		for _, i := range others {
@@ -488,6 +515,7 @@ dwell and as "not converged". RTT is the sender's smoothed RTT per 0.1 s
 interval. Plots: throughput.png, convergence_cdf.png, goodput_by_type.png.
 `)
 	s.writeMarkdownDetails(&b)
+	writeSequences(&b, s.Sequences)
 	if _, err := io.WriteString(w, b.String()); err != nil {
 		return err
 	}

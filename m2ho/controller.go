@@ -23,8 +23,8 @@
 //     flow), the first burst in the target cell ends or SmoothingBound
 //     passes (rules b, c, for all flows); the clamp ends with Smoothing.
 //   - Eqn 2's rwnd is kept between the serving cell's ŝ_max and one
-//     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max/2 per
-//     RTT (see stableRwnd).
+//     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max per
+//     RTT (see stableRwnd); RTT_min is the current cell's (Flow.newPath).
 //   - c_est is one estimate for the phone (the cell's delivery rate, reset
 //     when random access to a new cell succeeds); Eqn 2's rwnd and the
 //     Preparation budget ŝ_max are both shared equally by active flows.
@@ -544,6 +544,8 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 		// First packet of this flow since random access completed: what
 		// it had received by then is what Smoothing waits for.
 		f.episode, f.snap, f.released = c.episode, f.high, !f.hasHigh
+		// And its data takes a new cell: RTT_min starts over (Flow.newPath).
+		f.newPath()
 	}
 	if p.Dir == Downlink {
 		c.downlink(now, f, p)
@@ -635,7 +637,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		f.eq2Episode, f.eq2At, f.eq2Last = c.episode, now, float64(c.stableCap)/share
 	}
 	r := c.est.Rate()
-	if !(r > 0) || f.rttN < minRTTSamples || f.srtt <= 0 {
+	if !(r > 0) || f.rttN < minRTTSamples || f.srtt <= 0 || f.rttMin <= 0 {
 		// Just arrived on sub-6 with a window sized for mmWave: until
 		// the new cell's rate and the flow's RTT are known, hold the
 		// flows to its buffer (letting the window go would send the
@@ -663,9 +665,21 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	//
 	// The pace: a window that opens by Δ lets the server send Δ at line
 	// rate at once, into the queue, whatever the link's utilisation. So
-	// the limit rises by at most ŝ_max/2 per smoothed RTT (spread over
-	// the RTT's ACKs), and a step never queues more than the buffer
-	// holds; from the clamp to the cap (one BDP more) takes a few RTTs.
+	// the limit rises by at most ŝ_max per smoothed RTT, spread over the
+	// RTT's ACKs: from an empty queue a step never queues more than
+	// ŝ_max ≤ s_max, the cap's own bound (while the flow is rwnd-limited
+	// and the queue empty, c_est·RTT_min is the window itself and the cap
+	// rises by ŝ_max per RTT too). Half of that, as before, took the 43 KB
+	// of the bench's sub-6 ŝ_max 6 RTTs to refill a 170 KB pipe after
+	// every capacity dip, and the capacity changes every 0.1 s.
+	//
+	// RTT_min is the path's: it starts over at each handover and is
+	// filtered against the phone's lone bad samples (Flow.addRTT). With
+	// RTT_min at a fraction ρ of the path's, the cap is ρ times the
+	// window in flight plus ŝ_max, a fixed point of ŝ_max/(1−ρ) whatever
+	// the cell carries: on the bench the windows sat at 2.5–2.9 ŝ_max
+	// (ρ ≈ 0.6), and with 9.5 ms on a 27.1 ms path (ρ = 0.35) at the
+	// ŝ_max floor for the 7 s after mmWave → sub-6.
 	//
 	// The floor: ŝ_max itself. In flight ≤ ŝ_max ≤ s_max can never
 	// overflow the buffer (§4.3's own argument for the clamp), so going
@@ -681,7 +695,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	}
 	rwnd /= share
 	if c.stableCap > 0 {
-		grow := float64(c.stableCap) / 2 / share * float64(now.Sub(f.eq2At)) / float64(rtt)
+		grow := float64(c.stableCap) / share * float64(now.Sub(f.eq2At)) / float64(rtt)
 		rwnd = min(rwnd, f.eq2Last+grow)
 		f.eq2Last, f.eq2At = rwnd, now
 	}

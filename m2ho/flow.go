@@ -48,9 +48,14 @@ type Flow struct {
 	// echoing TSecr=X closes the phone→server→phone round trip.
 	ts     [tsRing]tsSent
 	tsNext uint8
-	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298)
-	rttMin time.Duration
+	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298), of the median of three
+	rttMin time.Duration // 0: not known on this path (see newPath)
 	rttN   uint32
+	// rttLast are the last three samples, rttI the next slot; rttPathN
+	// counts the samples since newPath up to 3 (RTT_min waits for three).
+	rttLast  [3]time.Duration
+	rttI     uint8
+	rttPathN uint8
 	// rttNext is the least sample since rttMinAt; each rttMinWindow it
 	// becomes rttMin (see addRTT).
 	rttNext  time.Duration
@@ -109,40 +114,61 @@ func (f *Flow) matchTSecr(now time.Time, ecr uint32) (time.Duration, bool) {
 }
 
 // rttMinWindow is the window of the RTT_min filter (BBR's min_rtt filter
-// is 10 s too): RTT_min is the least sample of the last one to two
-// windows, so a path that really got slower is followed, and a sample
+// is 10 s too): RTT_min is the least filtered sample of the last one to
+// two windows, so a path that really got slower is followed, and a sample
 // that was too small ages out.
 const rttMinWindow = 10 * time.Second
 
-// rttImplausible: once the RTT is known (minRTTSamples), a sample under
-// this fraction of srtt is taken for a mismatch, not a measurement. On a
-// loaded phone the proxy can stall for a few hundred ms; the ACKs it then
-// reads are stamped late, and one matched against an echo seen just
-// after gives a round trip of a few ms on a 70 ms path. A real path does
-// not lose three quarters of its RTT from one sample to the next; if it
-// did, srtt (gain 1/8) comes down within a few samples and they pass.
-const rttImplausible = 4
-
+// addRTT takes one round trip measured on the phone. Every sample first
+// goes through a median of the last three: the phone's errors come one at
+// a time and both ways. On a loaded phone the proxy can stall for a few
+// hundred ms; an ACK it then reads is stamped late, and one matched
+// against an echo seen just after gives a round trip of a few ms on a
+// 27 ms path (on the bench: RTT_min 9.5 ms, and 19.7–24.3 ms later, on a
+// 27.1 ms base, from single samples). A minimum filter keeps such a
+// sample for 10–20 s, and Eqn 2's pipe rate·RTT_min with it: the window
+// sat at the ŝ_max floor for the 7 s after mmWave → sub-6. The median
+// drops a lone outlier, low or high, and follows a real change after two
+// samples. (The rule it replaces rejected samples under srtt/4: after a
+// queueing spike, srtt 164.8 ms, it rejected every true 28 ms sample
+// for 2 s, and srtt stayed at the spike.)
 func (f *Flow) addRTT(now time.Time, d time.Duration) {
 	if d <= 0 {
 		d = time.Microsecond // a same-instant echo (virtual time): still a sample
 	}
-	if f.rttN >= minRTTSamples && d < f.srtt/rttImplausible {
+	f.rttLast[f.rttI] = d
+	f.rttI = (f.rttI + 1) % 3
+	f.rttN++
+	if f.rttPathN < 3 {
+		f.rttPathN++
+	}
+	m := d
+	if f.rttPathN == 3 {
+		a, b, c := f.rttLast[0], f.rttLast[1], f.rttLast[2]
+		m = max(min(a, b), min(max(a, b), c))
+	}
+	if f.rttN == 1 {
+		f.srtt = m
+	} else {
+		f.srtt += (m - f.srtt) / 8
+	}
+	if f.rttMin == 0 {
+		f.rttMin, f.rttNext, f.rttMinAt = m, m, now
 		return
 	}
-	if f.rttN == 0 {
-		f.srtt, f.rttMin, f.rttNext, f.rttMinAt = d, d, d, now
-		f.rttN++
-		return
-	}
-	f.srtt += (d - f.srtt) / 8
-	f.rttMin, f.rttNext = min(f.rttMin, d), min(f.rttNext, d)
+	f.rttMin, f.rttNext = min(f.rttMin, m), min(f.rttNext, m)
 	if now.Sub(f.rttMinAt) >= rttMinWindow {
 		// RTT_min is the least sample of the last one to two windows.
-		f.rttMin, f.rttNext, f.rttMinAt = f.rttNext, d, now
+		f.rttMin, f.rttNext, f.rttMinAt = f.rttNext, m, now
 	}
-	f.rttN++
 }
+
+// newPath forgets RTT_min: the flow's data now takes another cell, whose
+// base RTT need not be the old one's (10 ms on mmWave, 600 ms on a
+// satellite-like LTE cell). The next filtered sample starts it again;
+// srtt goes on, and Eqn 2 waits for RTT_min (see Controller.stableRwnd),
+// which comes from medians of three samples of the new path.
+func (f *Flow) newPath() { f.rttMin, f.rttNext, f.rttPathN = 0, 0, 0 }
 
 // RTT reports the flow's smoothed and minimum RTT and the number of
 // samples (for tests, metrics and the Wave hint).

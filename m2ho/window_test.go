@@ -99,17 +99,17 @@ func TestEqn2CappedByBuffer(t *testing.T) {
 	// ceil(14000/128) = 110 (Eqn 2 alone: ceil(20000/128) = 157).
 	fx, f := eqn2Fixture(t, 4000)
 	// The pace: the limit was ŝ_max(C) = 4000 B until the RTT was known
-	// (last set at 1350 ms); it rises by ŝ_max/2 per srtt (50 ms):
-	// 4000 + 2000·51/50 = 6040 B at 1401 ms, ceil(6040/128) = 48.
-	check(t, "paced after the clamp", up(fx, f, 1401), rewrite(48, ReasonStableRate))
-	// At 1600 ms the pace allows 6040 + 2000·199/50 = 14000 B: the cap.
+	// (last set at 1350 ms); it rises by ŝ_max per srtt (50 ms):
+	// 4000 + 4000·51/50 = 8080 B at 1401 ms, ceil(8080/128) = 64.
+	check(t, "paced after the clamp", up(fx, f, 1401), rewrite(64, ReasonStableRate))
+	// At 1600 ms the pace allows 8080 + 4000·199/50 > 14000 B: the cap.
 	check(t, "capped by BDP + ŝ_max", up(fx, f, 1600), rewrite(110, ReasonStableRate))
 	// A burst in C raises ŝ_max(C), and the cap follows: slots from
 	// t=1610, S = 9001 B in D = 2 ms. The window is the RTT (50 ms), cut
 	// to the 13 ms of history since the first slot: 9001 B / 13 ms =
 	// 692385 B/s exceeds c_est, so ŝ_b = 9001 − 692385·0.002 = 7616.2 →
 	// 7616; cap 10000 + 7616 = 17616 B, ceil(17616/128) = 138, which the
-	// pace allows at 1700 ms (14000 + 3808·100/50).
+	// pace allows at 1700 ms (14000 + 7616·100/50).
 	Cc := cell(sub6, "C")
 	for _, s := range []struct {
 		ms    int
@@ -125,7 +125,7 @@ func TestEqn2CappedByBuffer(t *testing.T) {
 
 	// ŝ_max(C) = 15000 B: Eqn 2's 20000 B lies between the floor (15000)
 	// and the cap (25000) and governs: ceil(20000/128) = 157 (the pace
-	// allows 15000 + 7500·51/50 at 1401 ms).
+	// allows 15000 + 15000·51/50 at 1401 ms).
 	fx, f = eqn2Fixture(t, 15000)
 	check(t, "Eqn 2 between floor and cap", up(fx, f, 1401), rewrite(157, ReasonStableRate))
 	// ŝ_max(C) = 60000 B: Eqn 2's 20000 B is under the floor, ŝ_max:
@@ -283,25 +283,34 @@ func TestEqn2DwellLosesNothing(t *testing.T) {
 	}
 }
 
-// RTT_min (Eqn 2's RTT_min and the cap's pipe) is robust: a sample under
-// srtt/4 is a mismatch (a stalled proxy stamps ACKs late) and is not
-// taken; a sample that was too small ages out after one to two 10 s
-// windows, and a path that got slower is followed.
+// RTT_min (Eqn 2's RTT_min and the cap's pipe) is robust: a lone sample
+// far under the path's (a stalled proxy stamps an ACK late) or far over
+// it moves neither srtt much nor RTT_min; two in a row are a change and
+// are followed; a sample that was too small ages out after one to two
+// 10 s windows, and a path that got slower is followed.
 func TestRTTMinFilter(t *testing.T) {
 	var f Flow
 	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
 	f.addRTT(at(0), ms(70))
-	f.addRTT(at(100), ms(72)) // srtt 70.25
-	f.addRTT(at(200), ms(8))  // under srtt/4: rejected
-	if s, m, n := f.RTT(); n != 2 || m != ms(70) || s != 70250*time.Microsecond {
-		t.Fatalf("srtt %v min %v n %d after an implausible sample", s, m, n)
+	f.addRTT(at(100), ms(72))
+	f.addRTT(at(200), ms(8)) // lone low sample: the median is 70
+	if s, m, n := f.RTT(); n != 3 || m != ms(70) || s < ms(70) || s > ms(71) {
+		t.Fatalf("srtt %v min %v n %d after a lone low sample", s, m, n)
 	}
-	f.addRTT(at(300), ms(20)) // 20 ≥ 70.25/4: a real (if odd) sample
+	f.addRTT(at(300), ms(71))
+	f.addRTT(at(400), ms(71))
+	f.addRTT(at(500), ms(9)) // another lone one
+	if _, m, _ := f.RTT(); m != ms(70) {
+		t.Fatalf("min %v after two lone samples, want 70ms", m)
+	}
+	f.addRTT(at(600), ms(20)) // with the 9: two low of three, the path changed
 	if _, m, _ := f.RTT(); m != ms(20) {
 		t.Fatalf("min %v, want 20ms", m)
 	}
 	// The path is 70 ms again; the 20 ms sample is in the first window
 	// (from 0) and the next (from 10 s, its own window's min is 70).
+	f.addRTT(at(9_000), ms(70))
+	f.addRTT(at(9_500), ms(70))
 	f.addRTT(at(10_000), ms(70)) // window change: min = least of [0,10 s) = 20, next = 70
 	if _, m, _ := f.RTT(); m != ms(20) {
 		t.Fatalf("min %v at 10 s, want 20ms still", m)
@@ -310,6 +319,51 @@ func TestRTTMinFilter(t *testing.T) {
 	f.addRTT(at(20_000), ms(72)) // window change: min = least of [10 s, 20 s) = 70
 	if _, m, _ := f.RTT(); m != ms(70) {
 		t.Fatalf("min %v at 20 s, want 70ms (the 20 ms sample aged out)", m)
+	}
+}
+
+// After a queueing spike srtt comes back down with the path: the true
+// samples are far under the spike's srtt and must not be taken for
+// mismatches (a filter that rejected samples under srtt/4 kept srtt at
+// 164.8 ms for 2 s on the bench while the path was back at 28 ms).
+func TestRTTFollowsAfterSpike(t *testing.T) {
+	var f Flow
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	for i := range 10 {
+		f.addRTT(at(i*30), ms(28))
+	}
+	for i := range 10 { // a capacity dip: the queue holds 200 ms
+		f.addRTT(at(300+i*200), ms(200))
+	}
+	if s, _, _ := f.RTT(); s < ms(120) {
+		t.Fatalf("srtt %v during the spike", s)
+	}
+	for i := range 30 {
+		f.addRTT(at(2300+i*30), ms(28))
+	}
+	if s, m, _ := f.RTT(); s > ms(35) || m != ms(28) {
+		t.Fatalf("srtt %v min %v 30 samples after the spike, want ≤ 35ms, 28ms", s, m)
+	}
+}
+
+// RTT_min is the current cell's: a handover starts it over, so a flow
+// that comes from a 10 ms cell to a 40 ms one does not carry 10 ms
+// (Eqn 2's pipe would be a quarter of the window in flight).
+func TestRTTMinNewPath(t *testing.T) {
+	var f Flow
+	ms := func(v int) time.Duration { return time.Duration(v) * time.Millisecond }
+	for i := range 5 {
+		f.addRTT(at(i*10), ms(10))
+	}
+	f.newPath()
+	if _, m, _ := f.RTT(); m != 0 {
+		t.Fatalf("min %v after newPath, want unknown", m)
+	}
+	for i := range 3 {
+		f.addRTT(at(100+i*40), ms(40))
+	}
+	if _, m, _ := f.RTT(); m != ms(40) {
+		t.Fatalf("min %v on the new path, want 40ms", m)
 	}
 }
 

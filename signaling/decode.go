@@ -536,19 +536,11 @@ func (d *Decoder) bool(f *boolField, field string) error {
 }
 
 func (d *Decoder) float(f *numField, field string) error {
-	c := d.p[d.i]
-	if c == 'n' {
-		if err := d.literal("null"); err != nil {
-			return err
+	lit, null, err := d.numberOrNull(field, "a number")
+	if err != nil || lit == nil {
+		if null {
+			*f = numField{}
 		}
-		*f = numField{}
-		return nil
-	}
-	if c != '-' && (c < '0' || c > '9') {
-		return d.wrongType(field, "a number", 1)
-	}
-	lit, err := d.number()
-	if err != nil {
 		return err
 	}
 	v, ok := simpleFloat(lit)
@@ -565,19 +557,11 @@ func (d *Decoder) float(f *numField, field string) error {
 }
 
 func (d *Decoder) int(f *intField, field string) error {
-	c := d.p[d.i]
-	if c == 'n' {
-		if err := d.literal("null"); err != nil {
-			return err
+	lit, null, err := d.numberOrNull(field, "an integer")
+	if err != nil || lit == nil {
+		if null {
+			*f = intField{}
 		}
-		*f = intField{}
-		return nil
-	}
-	if c != '-' && (c < '0' || c > '9') {
-		return d.wrongType(field, "an integer", 1)
-	}
-	lit, err := d.number()
-	if err != nil {
 		return err
 	}
 	v, ok := parseInt64(lit)
@@ -587,6 +571,23 @@ func (d *Decoder) int(f *intField, field string) error {
 	}
 	*f = intField{v: v, set: true}
 	return nil
+}
+
+// numberOrNull reads a number literal or null for field (want names the
+// expected type in the error): the literal, or nil and null = true.
+func (d *Decoder) numberOrNull(field, want string) (lit []byte, null bool, err error) {
+	c := d.p[d.i]
+	if c == 'n' {
+		if err := d.literal("null"); err != nil {
+			return nil, false, err
+		}
+		return nil, true, nil
+	}
+	if c != '-' && (c < '0' || c > '9') {
+		return nil, false, d.wrongType(field, want, 1)
+	}
+	lit, err = d.number()
+	return lit, false, err
 }
 
 // pow10 holds the powers of ten a float64 represents exactly.

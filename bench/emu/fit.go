@@ -149,19 +149,86 @@ func (tl ServingTimeline) At(t time.Duration) signaling.CellType {
 
 // Variability is a per-cell-type model of how a cell's capacity varies
 // around its mean, every Interval: the marginal distribution of the
-// normalised capacity (capacity / the type's mean) as quantiles, and its
-// lag-1 autocorrelation (of the normal scores: a Gaussian copula). Trace
-// draws a capacity series with both, so a synthetic cell varies as the
-// measured cells of its type did.
+// normalised capacity (capacity / the type's mean) as quantiles, and the
+// autocorrelation of its normal scores (a Gaussian copula) as the sum of
+// two AR(1) components, a fast one (fading, scheduling) and a slow one
+// (load and shadowing that hold for seconds):
+// ACF(k) = (1-SlowWeight)·Rho^k + SlowWeight·RhoSlow^k. Trace draws a
+// capacity series with both, so a synthetic cell varies as the measured
+// cells of its type did, at 0.1 s and at 5 s alike.
 type Variability struct {
 	Interval time.Duration
 	// Quantiles[i] is the normalised capacity at probability
 	// i/(len(Quantiles)-1); non-decreasing, mean ~1.
 	Quantiles []float64
-	// Rho is the lag-1 autocorrelation of the normal scores at Interval.
+	// Rho is the fast component's autocorrelation at one Interval (with
+	// SlowWeight 0, the lag-1 autocorrelation of the normal scores).
 	Rho float64
-	// N is the number of samples fitted (informational).
-	N int
+	// RhoSlow and SlowWeight are the slow component's autocorrelation at
+	// one Interval and its share of the variance (0: one AR(1)).
+	RhoSlow    float64
+	SlowWeight float64
+	// N is the number of samples fitted and ACF the measured
+	// autocorrelation of the normal scores at ACFLags (informational).
+	N   int
+	ACF []float64
+}
+
+// ModelACF is the model's autocorrelation of the normal scores at lag k
+// intervals.
+func (v Variability) ModelACF(k int) float64 {
+	return (1-v.SlowWeight)*math.Pow(v.Rho, float64(k)) + v.SlowWeight*math.Pow(v.RhoSlow, float64(k))
+}
+
+// FitTwoAR fits ACF(k) = (1-w)·rf^k + w·rs^k (0 <= rf <= rs < 1, 0 <= w
+// <= 1) to measured autocorrelations acf at lags (in intervals) by least
+// squares: a grid over rf (step 0.005) and rs (step 0.0005), w in closed
+// form for each pair. Deterministic. NaN lags are skipped.
+func FitTwoAR(lags []int, acf []float64) (rf, rs, w float64, err error) {
+	if len(lags) != len(acf) {
+		return 0, 0, 0, errors.New("two-AR fit: one autocorrelation per lag")
+	}
+	var ks []float64
+	var ys []float64
+	for i, k := range lags {
+		if !math.IsNaN(acf[i]) && k > 0 {
+			ks = append(ks, float64(k))
+			ys = append(ys, acf[i])
+		}
+	}
+	if len(ks) < 3 {
+		return 0, 0, 0, fmt.Errorf("two-AR fit: %d usable lags, need 3", len(ks))
+	}
+	best := math.Inf(1)
+	for i := 0; i <= 198; i++ {
+		f := float64(i) * 0.005
+		for j := 0; j < 2000; j++ {
+			sl := float64(j) * 0.0005
+			if sl < f {
+				continue
+			}
+			// y - f^k = w (s^k - f^k): w by least squares, clamped
+			var num, den float64
+			for n, k := range ks {
+				a, b := math.Pow(f, k), math.Pow(sl, k)
+				num += (ys[n] - a) * (b - a)
+				den += (b - a) * (b - a)
+			}
+			ww := 0.0
+			if den > 0 {
+				ww = math.Min(1, math.Max(0, num/den))
+			}
+			var sse float64
+			for n, k := range ks {
+				e := ys[n] - ((1-ww)*math.Pow(f, k) + ww*math.Pow(sl, k))
+				sse += e * e
+			}
+			if sse < best-1e-15 {
+				best, rf, rs, w = sse, f, sl, ww
+			}
+		}
+	}
+	return rf, rs, w, nil
 }
 
 // FitVariability fits a Variability to segments of consecutive capacity
@@ -196,36 +263,75 @@ func FitVariability(segs [][]float64, interval time.Duration, nq int) (Variabili
 		hi := min(lo+1, len(sorted)-1)
 		v.Quantiles[i] = (sorted[lo] + (sorted[hi]-sorted[lo])*(f-float64(lo))) / mean
 	}
-	// Normal scores by rank (mid-ranks for ties), then the lag-1
-	// correlation over the pairs inside each segment.
+	// The autocorrelation of the normal scores at ACFLags, and the two
+	// AR(1) components fitted to it; a set too short for the lags keeps
+	// one AR(1) at its lag-1 autocorrelation.
+	v.ACF = scoreACF(segs, sorted, ACFLags)
+	if rf, rs, w, err := FitTwoAR(ACFLags, v.ACF); err == nil {
+		v.Rho, v.RhoSlow, v.SlowWeight = rf, rs, w
+	} else if !math.IsNaN(v.ACF[0]) {
+		v.Rho = v.ACF[0]
+	}
+	return v, nil
+}
+
+// ACFLags are the lags, in 0.1 s intervals, at which the calibration
+// compares the measured and the modelled autocorrelation of the normal
+// scores: 0.1, 0.5, 1, 2 and 5 s.
+var ACFLags = []int{1, 5, 10, 20, 50}
+
+// ScoreACF is the autocorrelation of the normal scores of segs (ranked
+// over all their samples, mid-ranks for ties) at each lag, in intervals,
+// over the pairs inside one segment: a lag no segment is long enough for
+// gives NaN.
+func ScoreACF(segs [][]float64, lags []int) []float64 {
+	var all []float64
+	for _, s := range segs {
+		all = append(all, s...)
+	}
+	sort.Float64s(all)
+	return scoreACF(segs, all, lags)
+}
+
+func scoreACF(segs [][]float64, sorted []float64, lags []int) []float64 {
 	score := func(x float64) float64 {
 		lo := sort.SearchFloat64s(sorted, x)
 		hi := sort.Search(len(sorted), func(i int) bool { return sorted[i] > x })
 		p := (float64(lo+hi)/2 + 0.5) / float64(len(sorted)+1)
 		return math.Sqrt2 * math.Erfinv(2*p-1)
 	}
-	var sxy, sxx, syy, sx, sy float64
-	n := 0
-	for _, s := range segs {
-		for i := 1; i < len(s); i++ {
-			a, b := score(s[i-1]), score(s[i])
-			sx += a
-			sy += b
-			sxy += a * b
-			sxx += a * a
-			syy += b * b
-			n++
+	z := make([][]float64, len(segs))
+	for i, s := range segs {
+		z[i] = make([]float64, len(s))
+		for j, x := range s {
+			z[i][j] = score(x)
 		}
 	}
-	if n >= 2 {
-		fn := float64(n)
-		cov := sxy/fn - sx/fn*sy/fn
-		den := math.Sqrt((sxx/fn - sx*sx/fn/fn) * (syy/fn - sy*sy/fn/fn))
-		if den > 0 {
-			v.Rho = cov / den
+	out := make([]float64, len(lags))
+	for li, lag := range lags {
+		var sxy, sxx, syy, sx, sy float64
+		n := 0
+		for _, s := range z {
+			for i := lag; i < len(s); i++ {
+				a, b := s[i-lag], s[i]
+				sx += a
+				sy += b
+				sxy += a * b
+				sxx += a * a
+				syy += b * b
+				n++
+			}
+		}
+		out[li] = math.NaN()
+		if n >= 2 {
+			fn := float64(n)
+			cov := sxy/fn - sx/fn*sy/fn
+			if den := math.Sqrt((sxx/fn - sx*sx/fn/fn) * (syy/fn - sy*sy/fn/fn)); den > 0 {
+				out[li] = cov / den
+			}
 		}
 	}
-	return v, nil
+	return out
 }
 
 func (v Variability) validate(field string) error {
@@ -242,6 +348,12 @@ func (v Variability) validate(field string) error {
 	}
 	if !(v.Rho > -1 && v.Rho < 1) {
 		return fmt.Errorf("%s.rho: %v must be in (-1, 1)", field, v.Rho)
+	}
+	if !(v.SlowWeight >= 0 && v.SlowWeight <= 1) {
+		return fmt.Errorf("%s.slow_weight: %v must be in [0, 1]", field, v.SlowWeight)
+	}
+	if v.SlowWeight > 0 && !(v.RhoSlow > -1 && v.RhoSlow < 1) {
+		return fmt.Errorf("%s.rho_slow: %v must be in (-1, 1)", field, v.RhoSlow)
 	}
 	return nil
 }
@@ -270,9 +382,12 @@ func (v Variability) quantile(p float64) float64 {
 }
 
 // Trace draws a capacity of mean meanMbps over [0, length), one value per
-// Interval: z_k = ρ·z_{k-1} + √(1-ρ²)·ε_k, capacity_k = mean · Q(Φ(z_k)) /
-// v.Mean() (Q interpolates the quantiles linearly; the division makes the
-// expected mean exactly meanMbps).
+// Interval: two unit AR(1) processes a_k = ρ·a_{k-1} + √(1-ρ²)·ε_k and
+// b_k = ρ_s·b_{k-1} + √(1-ρ_s²)·η_k, z_k = √(1-w)·a_k + √w·b_k (a unit
+// normal with the model's autocorrelation), capacity_k = mean ·
+// Q(Φ(z_k)) / v.Mean() (Q interpolates the quantiles linearly; the
+// division makes the expected mean exactly meanMbps). With w = 0 the slow
+// component draws nothing, so a one-AR(1) model keeps its old traces.
 // The same seed gives the same trace. The Series repeats after length.
 func (v Variability) Trace(meanMbps float64, length time.Duration, seed uint64) (*Series, error) {
 	if err := v.validate("variability"); err != nil {
@@ -285,12 +400,26 @@ func (v Variability) Trace(meanMbps float64, length time.Duration, seed uint64) 
 	r := rand.New(rand.NewPCG(seed, 0x766172))
 	ends := make([]time.Duration, n)
 	segs := make([]int64, n)
-	z := r.NormFloat64()
+	a := r.NormFloat64()
 	c := math.Sqrt(1 - v.Rho*v.Rho)
+	var b, cs float64
+	slow := v.SlowWeight > 0
+	if slow {
+		b = r.NormFloat64()
+		cs = math.Sqrt(1 - v.RhoSlow*v.RhoSlow)
+	}
+	wf, ws := math.Sqrt(1-v.SlowWeight), math.Sqrt(v.SlowWeight)
 	bytesPer := meanMbps * 1e6 / 8 * v.Interval.Seconds() / v.Mean()
 	for k := range n {
 		if k > 0 {
-			z = v.Rho*z + c*r.NormFloat64()
+			a = v.Rho*a + c*r.NormFloat64()
+			if slow {
+				b = v.RhoSlow*b + cs*r.NormFloat64()
+			}
+		}
+		z := a
+		if slow {
+			z = wf*a + ws*b
 		}
 		p := 0.5 * (1 + math.Erf(z/math.Sqrt2))
 		ends[k] = time.Duration(k+1) * v.Interval
@@ -385,16 +514,23 @@ func (tl ServingTimeline) Shifted(d time.Duration) ServingTimeline {
 // 0.1 s UDP saturation logs of 2023-02-16 (udp-bw-jitter-{1..4}), each
 // interval typed by the serving cell of its XCAL log (bw-{1..4}-ho.csv,
 // aligned by timestamps and refined by RefineShift: -1.8, -1.5, -1.2,
-// -1.4 s), 21 quantiles. sub-6: 1439 samples, mean 171.7 Mbps, ρ 0.70;
-// mmWave: 961 samples, mean 1018.8 Mbps, ρ 0.78. The mmWave marginal is
-// bimodal (blockage: 15 % of the intervals under 0.25 of the mean).
+// -1.4 s), 21 quantiles. sub-6: 1439 samples, mean 171.7 Mbps;
+// mmWave: 961 samples, mean 1018.8 Mbps. The mmWave marginal is
+// bimodal (blockage: 15 % of the intervals under 0.25 of the mean). The
+// normal scores decorrelate far slower than one AR(1) at their lag-1
+// value (sub-6 0.70 at 0.1 s, still 0.50 at 5 s; mmWave 0.78, 0.25 at
+// 2 s): two components fitted to ACFLags (CALIBRATION.md has the table).
 var MeasuredVariability = map[signaling.CellType]Variability{
-	signaling.CellSub6: {Interval: 100 * time.Millisecond, Rho: 0.698, N: 1439, Quantiles: []float64{
-		0, 0.205, 0.384, 0.472, 0.542, 0.603, 0.667, 0.711, 0.773, 0.839, 0.909,
-		1.008, 1.083, 1.195, 1.297, 1.399, 1.490, 1.580, 1.704, 1.874, 3.167}},
-	signaling.CellMmWave: {Interval: 100 * time.Millisecond, Rho: 0.780, N: 961, Quantiles: []float64{
-		0, 0.064, 0.149, 0.254, 0.440, 0.652, 0.803, 0.935, 1.042, 1.130, 1.212,
-		1.254, 1.269, 1.282, 1.294, 1.310, 1.333, 1.378, 1.442, 1.580, 4.537}},
+	signaling.CellSub6: {Interval: 100 * time.Millisecond, Rho: 0.115, RhoSlow: 0.994, SlowWeight: 0.664, N: 1439,
+		ACF: []float64{0.698, 0.666, 0.624, 0.558, 0.504},
+		Quantiles: []float64{
+			0, 0.205, 0.384, 0.472, 0.542, 0.603, 0.667, 0.711, 0.773, 0.839, 0.909,
+			1.008, 1.083, 1.195, 1.297, 1.399, 1.490, 1.580, 1.704, 1.874, 3.167}},
+	signaling.CellMmWave: {Interval: 100 * time.Millisecond, Rho: 0.220, RhoSlow: 0.933, SlowWeight: 0.785, N: 961,
+		ACF: []float64{0.780, 0.554, 0.372, 0.252, -0.089},
+		Quantiles: []float64{
+			0, 0.064, 0.149, 0.254, 0.440, 0.652, 0.803, 0.935, 1.042, 1.130, 1.212,
+			1.254, 1.269, 1.282, 1.294, 1.310, 1.333, 1.378, 1.442, 1.580, 4.537}},
 }
 
 // Measured per-type link figures (CALIBRATION.md): base RTT is the
@@ -433,3 +569,189 @@ func Recorded(evs []signaling.Event) []signaling.Event {
 	}
 	return out
 }
+
+// DwellStats gathers, over the schedules of measured drives (FromEvents),
+// the dwell between two consecutive handovers by the serving type during
+// it, and the horizontal and vertical handovers by their source type. The
+// stretch before a log's first handover and after its last are censored
+// (the log starts or ends inside them) and left out. LTE counts as sub-6
+// (the data rides the anchor or the sub-6 leg) in the dwells; a handover
+// from LTE alone (SN addition) is neither horizontal nor vertical.
+type DwellStats struct {
+	Dwells     map[signaling.CellType][]time.Duration
+	Horizontal map[signaling.CellType]int
+	Vertical   map[signaling.CellType]int
+}
+
+// Add counts one drive's schedule.
+func (d *DwellStats) Add(s Schedule) {
+	if d.Dwells == nil {
+		d.Dwells = map[signaling.CellType][]time.Duration{}
+		d.Horizontal = map[signaling.CellType]int{}
+		d.Vertical = map[signaling.CellType]int{}
+	}
+	raw := s.StartType
+	for i, h := range s.Handovers {
+		cur, to := dataType(raw), dataType(h.ToType)
+		if i > 0 {
+			d.Dwells[cur] = append(d.Dwells[cur], h.At-s.Handovers[i-1].At)
+		}
+		switch {
+		case raw == signaling.CellLTE:
+			// an SN addition from the anchor alone: not a handover
+			// between two cells of the emulated kind
+		case to == cur:
+			d.Horizontal[cur]++
+		default:
+			d.Vertical[cur]++
+		}
+		raw = h.ToType
+	}
+}
+
+// MeanDwell is the mean of the dwells on t.
+func (d DwellStats) MeanDwell(t signaling.CellType) time.Duration {
+	xs := d.Dwells[t]
+	if len(xs) == 0 {
+		return 0
+	}
+	var s time.Duration
+	for _, x := range xs {
+		s += x
+	}
+	return s / time.Duration(len(xs))
+}
+
+// VerticalShare is the share of handovers from t that change the type.
+func (d DwellStats) VerticalShare(t signaling.CellType) float64 {
+	n := d.Horizontal[t] + d.Vertical[t]
+	if n == 0 {
+		return 0
+	}
+	return float64(d.Vertical[t]) / float64(n)
+}
+
+// Measured dwells and handover split of the M2HO artifact's XCAL logs
+// (DwellStats over the 10 distinct drives of measurements/*/*: 16/2-ho.csv
+// and 16/bw-2-ho.csv are one drive; CALIBRATION.md has the quantiles).
+// The dwell's maximum-likelihood exponential is its mean.
+const (
+	MeasuredDwellSub6      = 10_768 * time.Millisecond // 37 dwells
+	MeasuredDwellMmWave    = 9_919 * time.Millisecond  // 38 dwells
+	MeasuredVerticalSub6   = 9.0 / 37                  // 28 horizontal, 9 vertical
+	MeasuredVerticalMmWave = 12.0 / 38                 // 26 horizontal, 12 vertical
+)
+
+// Unanswered is what a signalling log shows after a measurement report
+// that no handover command follows within maxLead (A1, periodic and
+// unknown reports excluded). Such a report opens an episode; the reports
+// that follow it at most resendGap apart, with no command between, belong
+// to it, and those of its first report's event and neighbour are its
+// re-sends (a report is re-sent every reportInterval while its condition
+// holds, TS 38.331 §5.5.4). The episode then ends in one of: a command
+// within horizon of its last report (Late: the handover came after all,
+// typically an A2 on mmWave, then a B1 and the command 1.2-2.6 s after the
+// A2), an A1 (the condition left), the log's end within horizon
+// (Censored), or nothing (Silence).
+type Unanswered struct {
+	Episodes, Late, A1, Silence, Censored int
+	// Resends counts the re-sends of the episodes that end in A1,
+	// Silence or Censored (the false alarms), ResendGaps the gaps
+	// between consecutive reports of every episode.
+	Resends    []int
+	ResendGaps []time.Duration
+	// LateAfter is, for Late episodes, first report → command.
+	LateAfter []time.Duration
+}
+
+// Add counts the episodes of one log.
+func (u *Unanswered) Add(evs []signaling.Event, maxLead, resendGap, horizon time.Duration) {
+	counted := func(e signaling.Event) bool {
+		return e.Kind == signaling.KindReport && e.Meas != signaling.MeasA1 && e.Meas != signaling.MeasPeriodic && e.Meas != signaling.MeasUnknown
+	}
+	if len(evs) == 0 {
+		return
+	}
+	end := evs[len(evs)-1].Time
+	answered := func(i int) bool {
+		for _, f := range evs[i+1:] {
+			if f.Time.Sub(evs[i].Time) > maxLead {
+				return false
+			}
+			if f.Kind == signaling.KindHOCommand && !f.Inferred {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(evs); i++ {
+		if !counted(evs[i]) || answered(i) {
+			continue
+		}
+		first, last, n := evs[i].Time, evs[i].Time, 0
+		lastSame := first
+		j := i + 1
+		outcome := ""
+		for ; j < len(evs) && outcome == ""; j++ {
+			f := evs[j]
+			if f.Time.Sub(last) > horizon {
+				outcome = "silence"
+				break
+			}
+			switch {
+			case f.Kind == signaling.KindHOCommand && !f.Inferred:
+				outcome = "late"
+				u.LateAfter = append(u.LateAfter, f.Time.Sub(first))
+			case f.Kind == signaling.KindReport && f.Meas == signaling.MeasA1:
+				outcome = "a1"
+			case counted(f) && f.Time.Sub(last) <= resendGap:
+				// the same report again is a re-send (a copy within
+				// 10 ms is the same message logged twice); another
+				// event keeps the episode open
+				if f.Meas == evs[i].Meas && f.Neighbor.ID == evs[i].Neighbor.ID {
+					if g := f.Time.Sub(lastSame); g >= 10*time.Millisecond {
+						u.ResendGaps = append(u.ResendGaps, g)
+						n++
+						lastSame = f.Time
+					}
+				}
+				last = f.Time
+			case counted(f):
+				// a report after a longer gap opens the next episode
+				outcome = "silence"
+				j--
+			}
+		}
+		if outcome == "" {
+			outcome = "silence"
+			if end.Sub(last) < horizon {
+				outcome = "censored"
+			}
+		}
+		u.Episodes++
+		switch outcome {
+		case "late":
+			u.Late++
+		case "a1":
+			u.A1++
+			u.Resends = append(u.Resends, n)
+		case "silence":
+			u.Silence++
+			u.Resends = append(u.Resends, n)
+		case "censored":
+			u.Censored++
+			u.Resends = append(u.Resends, n)
+		}
+		i = j - 1
+	}
+}
+
+// Measured false alarms (Unanswered over the XCAL logs of the 10 drives,
+// CALIBRATION.md): the episodes that end in silence or run into the
+// log's end (1 + 2; none ends in an A1) per dwell (75), their mean
+// re-sends (0, 0, 3), and the median gap between re-sends.
+const (
+	MeasuredFalseAlarmRate    = 3.0 / 75
+	MeasuredFalseAlarmResends = 1
+	MeasuredResendEvery       = 354 * time.Millisecond
+)

@@ -197,7 +197,8 @@ const (
 	ctrlA1
 	ctrlCommand
 	ctrlRA
-	ctrlReplay // a logged event published as it is
+	ctrlReplay   // a logged event published as it is
+	ctrlAlarmEnd // the last report of a false alarm that ends in silence
 )
 
 type ctrl struct {
@@ -216,8 +217,12 @@ type hoPlan struct {
 	holeAt time.Duration
 	// What this handover did, counted from its command to the next:
 	// tail drops at a cell buffer, and at its own flush the packets
-	// missing (holes) and delivered past them (early).
+	// missing (holes) and delivered past them (early). targetDrops are
+	// the drops among them from the command (the forwarded queue
+	// included) until one RTT after random access: the target's
+	// overflow (Finding 3), the one count behind OverflowHandovers.
 	drops, holes, early int64
+	targetDrops         int64
 }
 
 type window struct{ from, to time.Duration }
@@ -265,12 +270,8 @@ type Model struct {
 	// end of the slot chosen as the hole (0 = not chosen yet)
 	holePlan int
 	holeSlot time.Duration
-	// Finding 3 per handover: overflow counted until ovUntil for ovPlan
-	ovPlan  int
-	ovUntil time.Duration
-	ovHit   bool
-	logs    [2]*MMLog
-	capNext [2]time.Duration
+	logs     [2]*MMLog
+	capNext  [2]time.Duration
 }
 
 const never = time.Duration(math.MaxInt64)
@@ -338,7 +339,6 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 		ulBuf:   int64(float64(cfg.UplinkBuffer) * scale),
 		ulBps:   cfg.UplinkMbps * 1e6 * scale,
 		lateThr: cfg.LateThreshold,
-		ovPlan:  -1,
 		curPlan: -1,
 	}
 	if m.lateThr == 0 {
@@ -568,14 +568,26 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		if nb >= 0 && meas != signaling.MeasA2 {
 			rep.Neighbor = m.cells[nb].sig
 		}
-		a1 := fa.A1After
-		if a1 <= 0 {
-			a1 = m.cfg.A1After
+		if fa.Silent && (fa.Resends < 0 || (fa.Resends > 0 && fa.ResendEvery <= 0)) {
+			return fmt.Errorf("%s: %d re-sends every %v (need >= 0 re-sends, and a gap > 0 with them)", field, fa.Resends, fa.ResendEvery)
 		}
-		m.alarms = append(m.alarms, window{fa.At, fa.At + a1})
-		m.ctrls = append(m.ctrls,
-			ctrl{t: fa.At, kind: ctrlReport, ho: -1, ev: rep},
-			ctrl{t: fa.At + a1, kind: ctrlA1, ho: -1, ev: signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA1, Serving: m.cells[s].sig}})
+		end := fa.End(m.cfg.A1After)
+		m.alarms = append(m.alarms, window{fa.At, end})
+		if !fa.Silent {
+			m.ctrls = append(m.ctrls,
+				ctrl{t: fa.At, kind: ctrlReport, ho: -1, ev: rep},
+				ctrl{t: end, kind: ctrlA1, ho: -1, ev: signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA1, Serving: m.cells[s].sig}})
+			continue
+		}
+		// The measured behaviour: the report is re-sent at its interval,
+		// then nothing follows; the last one counts the false alarm.
+		for k := 0; k <= fa.Resends; k++ {
+			kind := ctrlReport
+			if k == fa.Resends {
+				kind = ctrlAlarmEnd
+			}
+			m.ctrls = append(m.ctrls, ctrl{t: fa.At + time.Duration(k)*fa.ResendEvery, kind: kind, ho: -1, ev: rep})
+		}
 	}
 	for _, r := range sc.Replay {
 		if r.At < 0 {
@@ -817,17 +829,21 @@ func (m *Model) push(c *cell, p pkt) bool {
 	if c.queued+p.size > c.Buffer {
 		m.c.OverflowDrops++
 		m.c.OverflowBytes += p.size
-		if m.curPlan >= 0 {
-			m.plans[m.curPlan].drops++
-		}
 		if m.inHO {
 			m.c.HODrops++
 		}
-		if m.ovPlan >= 0 && !m.ovHit && m.now <= m.ovUntil {
-			m.ovHit = true
-			m.c.OverflowHandovers++
-			if m.cells[m.plans[m.ovPlan].from].Type == signaling.CellMmWave {
-				m.c.OverflowFromMmWave++
+		if m.curPlan >= 0 {
+			hp := &m.plans[m.curPlan]
+			hp.drops++
+			if m.now <= hp.ra+m.cfg.RTT {
+				// the handover's first target-overflow drop makes it
+				// an overflow handover: counted here only
+				if hp.targetDrops++; hp.targetDrops == 1 {
+					m.c.OverflowHandovers++
+					if m.cells[hp.from].Type == signaling.CellMmWave {
+						m.c.OverflowFromMmWave++
+					}
+				}
 			}
 		}
 		return false
@@ -922,13 +938,12 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 	switch c.kind {
 	case ctrlReport:
 		m.c.Reports++
-	case ctrlA1:
+	case ctrlA1, ctrlAlarmEnd:
 		m.c.Reports++
 		m.c.FalseAlarms++
 	case ctrlCommand:
 		m.curPlan = c.ho
 		m.command(&m.plans[c.ho], at, t, out)
-		m.ovPlan, m.ovUntil, m.ovHit = c.ho, m.plans[c.ho].ra+m.cfg.RTT, false
 		if m.cells[m.plans[c.ho].from].Type == signaling.CellMmWave {
 			m.c.FromMmWave++
 		}

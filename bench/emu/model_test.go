@@ -357,6 +357,35 @@ func TestFalseAlarm(t *testing.T) {
 	}
 }
 
+// A false alarm as the artifact's XCAL logs show it: the report, its
+// re-sends at the report interval (same event, same neighbour), then
+// nothing: no A1 that a predictor could take as the withdrawal.
+func TestFalseAlarmEndsInSilence(t *testing.T) {
+	c := oneMs()
+	c.Schedule.FalseAlarms = []FalseAlarm{{At: time.Second, Silent: true, Resends: 2, ResendEvery: 350 * time.Millisecond}}
+	r := newRun(t, c)
+	r.until(5 * time.Second)
+	if len(r.ev) != 3 {
+		t.Fatalf("events %+v, want the report and 2 re-sends", r.ev)
+	}
+	for k, e := range r.ev {
+		if e.Kind != signaling.KindReport || e.Meas != signaling.MeasA3 || e.Neighbor.ID != "B" || e.Time != t0.Add(time.Second+time.Duration(k)*350*time.Millisecond) {
+			t.Fatalf("event %d: %+v", k, e)
+		}
+	}
+	cn := r.m.Counters()
+	if cn.FalseAlarms != 1 || cn.Reports != 3 || cn.Handovers != [2][2]int64{} || r.m.Serving().ID != "A" {
+		t.Fatalf("counters %+v serving %v", cn, r.m.Serving())
+	}
+	if fa := r.m.FalseAlarmRecords(5 * time.Second); len(fa) != 1 || fa[0].Report != time.Second || fa[0].A1 != 1700*time.Millisecond {
+		t.Fatalf("records %+v (the end is the last re-send)", fa)
+	}
+	c.Schedule.FalseAlarms[0].ResendEvery = 0
+	if _, err := New(c, t0, 1); err == nil {
+		t.Fatal("re-sends with no gap accepted")
+	}
+}
+
 func slotEvents(evs []signaling.Event) []signaling.Event {
 	var s []signaling.Event
 	for _, e := range evs {
@@ -574,5 +603,53 @@ func BenchmarkPerPacket(b *testing.B) {
 		m.Enqueue(t0.Add(now), Down, uint64(i), 1500)
 		out, ev = out[:0], ev[:0]
 		m.Step(t0.Add(now), &out, &ev)
+	}
+}
+
+// Finding 3 per handover has one count: the target's overflow drops from
+// the command (the forwarded queue included) until one RTT after random
+// access. The forwarded queue that overflows the target at the command
+// makes the handover an overflow handover (it used to be missed: the
+// window opened after the forwarding), later drops in the dwell count for
+// the handover's total but not as target overflow, and the run's
+// OverflowHandovers is the number of records with TargetDrops > 0.
+func TestTargetOverflowCountedOnce(t *testing.T) {
+	c := oneMs()
+	c.RTT = 10 * time.Millisecond
+	c.Cells[1].Buffer = 30 * 1500
+	c.Schedule.Handovers = []Handover{{At: 100 * time.Millisecond, To: "B"}, {At: 2 * time.Second, To: "A"}}
+	r := newRun(t, c)
+	// 100 packets at 0: A (1 ms per packet) has sent ~99 by the command;
+	// 200 more at 50 ms fill A's queue, which the command forwards to B
+	for i := range 100 {
+		r.m.Enqueue(t0, Down, uint64(i), 1500)
+	}
+	for i := range 200 {
+		r.m.Enqueue(t0.Add(50*time.Millisecond), Down, uint64(1000+i), 1500)
+	}
+	r.until(time.Second)
+	// a burst in the dwell, long after random access: dwell drops
+	for i := range 100 {
+		r.m.Enqueue(t0.Add(time.Second), Down, uint64(5000+i), 1500)
+	}
+	r.until(3 * time.Second)
+	recs := r.m.HandoverRecords(3 * time.Second)
+	cn := r.m.Counters()
+	if len(recs) != 2 {
+		t.Fatalf("records %+v", recs)
+	}
+	h := recs[0]
+	if h.TargetDrops < 150 || h.OverflowDrops <= h.TargetDrops || h.OverflowDrops-h.TargetDrops < 60 {
+		t.Fatalf("first handover: %d drops, %d of them target overflow; want ~170 at the command and ~70 in the dwell", h.OverflowDrops, h.TargetDrops)
+	}
+	var sum, withTarget int64
+	for _, h := range recs {
+		sum += h.OverflowDrops
+		if h.TargetDrops > 0 {
+			withTarget++
+		}
+	}
+	if cn.OverflowHandovers != 1 || withTarget != 1 || sum != cn.OverflowDrops || cn.OverflowFromMmWave != 0 {
+		t.Fatalf("counters: %d overflow handovers (records: %d), drops %d (records: %d)", cn.OverflowHandovers, withTarget, cn.OverflowDrops, sum)
 	}
 }

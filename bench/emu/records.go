@@ -21,6 +21,10 @@ type HandoverRecord struct {
 	// next; FlushedHoles and FlushedEarly the packets missing at this
 	// handover's flush and those delivered past them (Finding 2).
 	OverflowDrops, FlushedHoles, FlushedEarly int64
+	// TargetDrops are the drops of OverflowDrops from the command until
+	// one RTT after random access (Finding 3: the target's overflow);
+	// Counters.OverflowHandovers counts the handovers where it is > 0.
+	TargetDrops int64
 }
 
 // TypeName is the handover's type in the bench's words: horizontal,
@@ -54,13 +58,13 @@ func (m *Model) HandoverRecords(until time.Duration) []HandoverRecord {
 		}
 		out = append(out, HandoverRecord{Report: p.report, Command: p.cmd, RA: p.ra,
 			From: m.cells[p.from].sig, To: m.cells[p.to].sig,
-			OverflowDrops: p.drops, FlushedHoles: p.holes, FlushedEarly: p.early})
+			OverflowDrops: p.drops, FlushedHoles: p.holes, FlushedEarly: p.early, TargetDrops: p.targetDrops})
 	}
 	return out
 }
 
 // FalseAlarmRecords lists the false alarms whose A1 came by until, in
-// report order.
+// report order; for one that ends in silence, A1 is its last re-send.
 func (m *Model) FalseAlarmRecords(until time.Duration) []FalseAlarmRecord {
 	var out []FalseAlarmRecord
 	for _, a := range m.alarms {

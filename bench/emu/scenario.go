@@ -69,6 +69,11 @@ type LoadOptions struct {
 	// Duration, when > 0, replaces the file's duration before a synthetic
 	// schedule is drawn, so a longer run gets handovers all along.
 	Duration time.Duration
+	// Seed, when > 0, replaces the file's seed before the synthetic
+	// schedule and the measured-variability capacity traces are drawn (the
+	// emulator's --seed): each seed is another drive, and every run with
+	// one seed (every variant of one repetition of the bench) the same.
+	Seed uint64
 	// XCALPath and CapacityPath (the --xcal and --capacity flags) replace
 	// the scenario's schedule with a replay of that drive: the XCAL export
 	// and, optionally, its iperf3 UDP log as the capacity of every cell.
@@ -135,10 +140,13 @@ type hoFile struct {
 }
 
 type faFile struct {
-	At       time.Duration `yaml:"at"`
-	Neighbor string        `yaml:"neighbor"`
-	Report   string        `yaml:"report"`
-	A1After  time.Duration `yaml:"a1_after"`
+	At          time.Duration `yaml:"at"`
+	Neighbor    string        `yaml:"neighbor"`
+	Report      string        `yaml:"report"`
+	A1After     time.Duration `yaml:"a1_after"`
+	End         string        `yaml:"end"` // "a1" (default) or "silence"
+	Resends     int           `yaml:"resends"`
+	ResendEvery time.Duration `yaml:"resend_every"`
 }
 
 type scenarioFile struct {
@@ -371,6 +379,9 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	var drive *Drive
 	if opts.Duration > 0 {
 		f.Duration = opts.Duration
+	}
+	if opts.Seed > 0 {
+		f.Seed = opts.Seed
 	}
 	cfg.Seed, cfg.Duration = f.Seed, f.Duration
 	if f.Duration <= 0 || f.Duration > 24*time.Hour {
@@ -609,7 +620,21 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 			if fa.A1After < 0 {
 				return nil, fmt.Errorf("%s.a1_after: negative", field)
 			}
-			cfg.Schedule.FalseAlarms = append(cfg.Schedule.FalseAlarms, FalseAlarm{At: fa.At, Neighbor: fa.Neighbor, Report: meas, A1After: fa.A1After})
+			a := FalseAlarm{At: fa.At, Neighbor: fa.Neighbor, Report: meas, A1After: fa.A1After}
+			switch fa.End {
+			case "", "a1":
+				if fa.Resends != 0 {
+					return nil, fmt.Errorf("%s.resends: needs end: silence", field)
+				}
+			case "silence":
+				if fa.Resends < 0 || fa.Resends > 100 || (fa.Resends > 0 && fa.ResendEvery <= 0) {
+					return nil, fmt.Errorf("%s.resends: %d every %v (need 0-100, and resend_every > 0 with re-sends)", field, fa.Resends, fa.ResendEvery)
+				}
+				a.Silent, a.Resends, a.ResendEvery = true, fa.Resends, fa.ResendEvery
+			default:
+				return nil, fmt.Errorf("%s.end: %q is not a1 or silence", field, fa.End)
+			}
+			cfg.Schedule.FalseAlarms = append(cfg.Schedule.FalseAlarms, a)
 		}
 	}
 	name := f.Name

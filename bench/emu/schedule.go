@@ -44,13 +44,31 @@ type ReplayEvent struct {
 	Event signaling.Event
 }
 
-// FalseAlarm is a measurement report that is withdrawn by an A1 and not
-// followed by a handover.
+// FalseAlarm is a measurement report that no handover follows. By
+// default an A1 withdraws it; with Silent, as the artifact's XCAL logs
+// show (CALIBRATION.md: no unanswered report there ends in an A1), it is
+// re-sent Resends times every ResendEvery and then nothing follows.
 type FalseAlarm struct {
 	At       time.Duration       // time of the report
 	Neighbor string              // cell the report names ("" = pick one)
 	Report   signaling.MeasEvent // MeasUnknown = pick by the serving type
 	A1After  time.Duration       // 0 = scenario default
+	Silent   bool                // no A1: re-sends, then silence
+	Resends  int                 // re-sends of the report (Silent only)
+	// ResendEvery is the gap between re-sends (the report interval).
+	ResendEvery time.Duration
+}
+
+// End is when the false alarm's last event (its A1, or its last re-send)
+// is published, with a1After the scenario's default.
+func (fa FalseAlarm) End(a1After time.Duration) time.Duration {
+	if fa.Silent {
+		return fa.At + time.Duration(fa.Resends)*fa.ResendEvery
+	}
+	if fa.A1After > 0 {
+		a1After = fa.A1After
+	}
+	return fa.At + a1After
 }
 
 // Schedule is the mobility of one run: the first serving cell, then
@@ -157,12 +175,24 @@ func (d Dist) Draw(r *rand.Rand) time.Duration {
 // Synthetic parameterises a generated drive.
 type Synthetic struct {
 	Dwell Dist `yaml:"dwell"` // time between handovers, e.g. exponential mean 9 s
+	// DwellByType, when it has the serving cell's type (sub6, mmwave),
+	// replaces Dwell for the dwells on a cell of that type.
+	DwellByType map[string]Dist `yaml:"dwell_by_type"`
 	// Vertical is the probability that a handover changes the cell type
 	// (when cells of the other type exist); the rest are horizontal.
 	Vertical float64 `yaml:"vertical"`
+	// VerticalByType, when it has the source cell's type, replaces
+	// Vertical for handovers from a cell of that type.
+	VerticalByType map[string]float64 `yaml:"vertical_by_type"`
 	// FalseAlarms is the probability that a dwell contains one false alarm.
 	FalseAlarms float64 `yaml:"false_alarms"`
-	Start       string  `yaml:"start"` // first serving cell ("" = the first cell)
+	// FalseAlarmEnd is how a false alarm ends: "a1" (the default: an A1
+	// a1_after the report) or "silence" (FalseAlarmResends re-sends
+	// FalseAlarmResendEvery apart, then nothing), as measured.
+	FalseAlarmEnd         string        `yaml:"false_alarm_end"`
+	FalseAlarmResends     int           `yaml:"false_alarm_resends"`
+	FalseAlarmResendEvery time.Duration `yaml:"false_alarm_resend_every"`
+	Start                 string        `yaml:"start"` // first serving cell ("" = the first cell)
 }
 
 // CellRef names a cell and its type for schedule generation.
@@ -177,14 +207,62 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	if len(cells) == 0 {
 		return Schedule{}, fmt.Errorf("synthetic: no cells")
 	}
-	if err := p.Dwell.validate("synthetic.dwell"); err != nil {
-		return Schedule{}, err
-	}
+	dwells := map[bool]Dist{}       // by IsSub6 of the serving type
+	verticals := map[bool]float64{} // by IsSub6 of the source type
+	byType := map[bool]bool{}       // types dwell_by_type gives
 	if !(p.Vertical >= 0 && p.Vertical <= 1) {
 		return Schedule{}, fmt.Errorf("synthetic.vertical: %v is not a probability in [0,1]", p.Vertical)
 	}
+	for _, sub6 := range []bool{true, false} {
+		dwells[sub6], verticals[sub6] = p.Dwell, p.Vertical
+	}
+	for _, k := range sortedKeys(p.DwellByType) {
+		t, ok := parseType(k)
+		if !ok || t == signaling.CellLTE {
+			return Schedule{}, fmt.Errorf("synthetic.dwell_by_type.%s: not sub6 or mmwave", k)
+		}
+		d := p.DwellByType[k]
+		if err := d.validate("synthetic.dwell_by_type." + k); err != nil {
+			return Schedule{}, err
+		}
+		dwells[t.IsSub6()] = d
+		byType[t.IsSub6()] = true
+	}
+	if !byType[true] || !byType[false] { // the old key serves a type
+		if err := p.Dwell.validate("synthetic.dwell"); err != nil {
+			return Schedule{}, err
+		}
+	}
+	for _, k := range sortedKeys(p.VerticalByType) {
+		t, ok := parseType(k)
+		if !ok || t == signaling.CellLTE {
+			return Schedule{}, fmt.Errorf("synthetic.vertical_by_type.%s: not sub6 or mmwave", k)
+		}
+		v := p.VerticalByType[k]
+		if !(v >= 0 && v <= 1) {
+			return Schedule{}, fmt.Errorf("synthetic.vertical_by_type.%s: %v is not a probability in [0,1]", k, v)
+		}
+		verticals[t.IsSub6()] = v
+	}
 	if !(p.FalseAlarms >= 0 && p.FalseAlarms <= 1) {
 		return Schedule{}, fmt.Errorf("synthetic.false_alarms: %v is not a probability in [0,1]", p.FalseAlarms)
+	}
+	var silent bool
+	switch p.FalseAlarmEnd {
+	case "", "a1":
+		if p.FalseAlarmResends != 0 {
+			return Schedule{}, fmt.Errorf("synthetic.false_alarm_resends: needs false_alarm_end: silence")
+		}
+	case "silence":
+		silent = true
+		if p.FalseAlarmResends < 0 || p.FalseAlarmResends > 100 {
+			return Schedule{}, fmt.Errorf("synthetic.false_alarm_resends: %d is not in [0, 100]", p.FalseAlarmResends)
+		}
+		if p.FalseAlarmResends > 0 && p.FalseAlarmResendEvery <= 0 {
+			return Schedule{}, fmt.Errorf("synthetic.false_alarm_resend_every: must be > 0 with re-sends")
+		}
+	default:
+		return Schedule{}, fmt.Errorf("synthetic.false_alarm_end: %q is not a1 or silence", p.FalseAlarmEnd)
 	}
 	r := rand.New(rand.NewPCG(seed, 0x6d32686f))
 	cur := 0
@@ -203,21 +281,25 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	t := time.Duration(0)
 	const minGap = time.Second // keeps one handover's report after the previous one's end
 	for {
-		dwell := p.Dwell.Draw(r)
+		dwell := dwells[cells[cur].Type.IsSub6()].Draw(r)
 		if dwell < minGap {
 			dwell = minGap
 		}
 		if p.FalseAlarms > 0 && r.Float64() < p.FalseAlarms && dwell > 2*minGap {
 			at := t + minGap/2 + time.Duration(r.Float64()*float64(dwell-2*minGap))
 			if at < duration {
-				s.FalseAlarms = append(s.FalseAlarms, FalseAlarm{At: at})
+				fa := FalseAlarm{At: at}
+				if silent {
+					fa.Silent, fa.Resends, fa.ResendEvery = true, p.FalseAlarmResends, p.FalseAlarmResendEvery
+				}
+				s.FalseAlarms = append(s.FalseAlarms, fa)
 			}
 		}
 		t += dwell
 		if t >= duration {
 			break
 		}
-		next := pickTarget(cells, cur, p.Vertical, r)
+		next := pickTarget(cells, cur, verticals[cells[cur].Type.IsSub6()], r)
 		if next < 0 {
 			continue
 		}
@@ -225,6 +307,15 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 		cur = next
 	}
 	return s, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
 }
 
 func sameKind(a, b signaling.CellType) bool { return a.IsSub6() == b.IsSub6() }

@@ -167,7 +167,7 @@ func loadScenario(f emulateFlags, log *zap.Logger) (*emu.Scenario, error) {
 	if f.capLog != "" && f.xcal == "" {
 		return nil, errors.New("--capacity: needs --xcal (the drive it was measured on)")
 	}
-	opts := emu.LoadOptions{XCAL: xcalEvents(log), DataDir: f.dataDir, Duration: f.duration, XCALPath: f.xcal, CapacityPath: f.capLog}
+	opts := emu.LoadOptions{XCAL: xcalEvents(log), DataDir: f.dataDir, Duration: f.duration, Seed: f.seed, XCALPath: f.xcal, CapacityPath: f.capLog}
 	var (
 		s   *emu.Scenario
 		err error

@@ -44,6 +44,8 @@ type serverConfig struct {
 	QueueLen          int           `yaml:"queue-len"`
 	MaxConnsPerClient int           `yaml:"max-conns-per-client"`
 	MaxSessions       int           `yaml:"max-sessions"`
+	AddressHold       time.Duration `yaml:"address-hold"`
+	MaxHeldAddresses  int           `yaml:"max-held-addresses"`
 	MetricsAddr       string        `yaml:"metrics-addr"`
 	QlogDir           string        `yaml:"qlog-dir"`
 	TUNOffload        string        `yaml:"tun-offload"`
@@ -61,6 +63,8 @@ func defaultServerConfig() serverConfig {
 		QueueLen:          512,
 		MaxConnsPerClient: 4,
 		MaxSessions:       1024,
+		AddressHold:       tunnel.DefaultAddressHold,
+		MaxHeldAddresses:  tunnel.DefaultMaxHeldAddresses,
 		MetricsAddr:       "127.0.0.1:9478",
 		TUNOffload:        "auto",
 		// none until Wave's throughput through the tunnel is understood:
@@ -137,6 +141,8 @@ Example (as root):
 	fs.IntVar(&c.QueueLen, "queue-len", c.QueueLen, "downlink queue bound per session, in packets")
 	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", c.MaxConnsPerClient, "connections open at once per client certificate")
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "sessions open at once, all clients")
+	fs.DurationVar(&c.AddressHold, "address-hold", c.AddressHold, "keep a client's inner addresses for it this long after its session ended, so that a redial gets them back (0: off)")
+	fs.IntVar(&c.MaxHeldAddresses, "max-held-addresses", c.MaxHeldAddresses, "addresses held at most per pool; when full the hold expiring first goes (0: off)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
 	fs.StringVar(&c.QlogDir, "qlog-dir", c.QlogDir, "write one qlog file per connection into this directory (empty: off)")
 	fs.StringVar(&c.TUNOffload, "tun-offload", c.TUNOffload, "TUN offloads (virtio-net header, TSO/USO, batches): auto (fall back to one packet per system call where the kernel refuses), on (fail instead), off")
@@ -162,7 +168,15 @@ func (c *serverConfig) check(log *zap.Logger) (tunnel.ServerConfig, error) {
 		return sc, fmt.Errorf("--client-ca: %w", err)
 	}
 	sc = tunnel.ServerConfig{Certificate: crt, ClientCAs: pool, MTU: c.MTU, QueueLen: c.QueueLen,
-		MaxConnsPerClient: c.MaxConnsPerClient, MaxSessions: c.MaxSessions, QlogDir: c.QlogDir, Log: log}
+		MaxConnsPerClient: c.MaxConnsPerClient, MaxSessions: c.MaxSessions, QlogDir: c.QlogDir, Log: log,
+		AddressHold: c.AddressHold, MaxHeldAddresses: c.MaxHeldAddresses}
+	// 0 on the command line means off; in tunnel.ServerConfig it means the default.
+	if c.AddressHold == 0 {
+		sc.AddressHold = -1
+	}
+	if c.MaxHeldAddresses == 0 {
+		sc.MaxHeldAddresses = -1
+	}
 	for _, s := range c.InnerPrefixes {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
@@ -187,6 +201,10 @@ func (c *serverConfig) check(log *zap.Logger) (tunnel.ServerConfig, error) {
 		return sc, fmt.Errorf("--max-conns-per-client %d: must be positive", c.MaxConnsPerClient)
 	case c.MaxSessions < 1:
 		return sc, fmt.Errorf("--max-sessions %d: must be positive", c.MaxSessions)
+	case c.AddressHold < 0:
+		return sc, fmt.Errorf("--address-hold %v: must not be negative (0 turns the holds off)", c.AddressHold)
+	case c.MaxHeldAddresses < 0:
+		return sc, fmt.Errorf("--max-held-addresses %d: must not be negative (0 turns the holds off)", c.MaxHeldAddresses)
 	}
 	if c.QlogDir != "" {
 		if st, err := os.Stat(c.QlogDir); err != nil || !st.IsDir() {
@@ -324,9 +342,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	dev.Close()
 	srv.Wait()
 	st := srv.Stats()
-	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d, quic datagram receive queue %d, http3 datagram queue %d, send errors %d\n",
+	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d, quic datagram receive queue %d, http3 datagram queue %d, send errors %d; client migrations %d\n",
 		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull,
-		st.DropDatagramRecvQueue, st.DropH3DatagramQueue, st.DropSendError)
+		st.DropDatagramRecvQueue, st.DropH3DatagramQueue, st.DropSendError, st.PeerMigrations)
 	return err
 }
 
@@ -367,10 +385,14 @@ var (
 	srvDescClamp   = prometheus.NewDesc("m2ho_tunnel_mss_clamped_total", "TCP SYNs whose MSS was clamped to the inner MTU.", nil, nil)
 	srvDescHints   = prometheus.NewDesc("m2ho_tunnel_hints_total", "Hints received from phones by kind.", []string{"kind"}, nil)
 	srvDescHintsX  = prometheus.NewDesc("m2ho_tunnel_hints_rejected_total", "Hints rejected (malformed, seq not increasing, too long).", nil, nil)
+	srvDescMigr    = prometheus.NewDesc("m2ho_tunnel_peer_migrations_total", "Client connections that moved to a new address (QUIC connection migration).", nil, nil)
+	srvDescResumed = prometheus.NewDesc("m2ho_tunnel_addresses_resumed_total", "Inner addresses given back to the client identity that held them (a redial).", nil, nil)
+	srvDescSuperse = prometheus.NewDesc("m2ho_tunnel_sessions_superseded_total", "Sessions ended because a newer session of the same client took their addresses.", nil, nil)
+	srvDescHeld    = prometheus.NewDesc("m2ho_tunnel_addresses_held", "Inner addresses held for clients without a session.", nil, nil)
 )
 
 func (c *serverCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{srvDescConns, srvDescSess, srvDescOpen, srvDescPackets, srvDescBytes, srvDescDrops, srvDescPTB, srvDescClamp, srvDescHints, srvDescHintsX} {
+	for _, d := range []*prometheus.Desc{srvDescConns, srvDescSess, srvDescOpen, srvDescPackets, srvDescBytes, srvDescDrops, srvDescPTB, srvDescClamp, srvDescHints, srvDescHintsX, srvDescMigr, srvDescResumed, srvDescSuperse, srvDescHeld} {
 		ch <- d
 	}
 }
@@ -403,6 +425,10 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 		cnt(srvDescHints, st.Hints[k], k.String())
 	}
 	cnt(srvDescHintsX, st.HintsRejected)
+	cnt(srvDescMigr, st.PeerMigrations)
+	cnt(srvDescResumed, st.AddressesResumed)
+	cnt(srvDescSuperse, st.SessionsSuperseded)
+	ch <- prometheus.MustNewConstMetric(srvDescHeld, prometheus.GaugeValue, float64(st.AddressesHeld))
 }
 
 // structFields maps each YAML key (= flag name) of the struct c points to

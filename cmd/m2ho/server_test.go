@@ -79,6 +79,8 @@ func TestServerCheckNamesFlags(t *testing.T) {
 		{func(c *serverConfig) { c.Pacer, c.WaveBurst = "wave", 0 }, "--wave-burst"},
 		{func(c *serverConfig) { c.Pacer, c.WaveMinTxTime = "wave", -1 }, "--wave-min-tx-time"},
 		{func(c *serverConfig) { c.TUNOffload = "maybe" }, "--tun-offload"},
+		{func(c *serverConfig) { c.AddressHold = -1 }, "--address-hold"},
+		{func(c *serverConfig) { c.MaxHeldAddresses = -1 }, "--max-held-addresses"},
 	} {
 		c := base()
 		tc.mod(&c)
@@ -146,6 +148,8 @@ func TestServerCollector(t *testing.T) {
 		"m2ho_tunnel_packets_total": 2, "m2ho_tunnel_bytes_total": 2, "m2ho_tunnel_drops_total": 6,
 		"m2ho_tunnel_packet_too_big_total": 1, "m2ho_tunnel_mss_clamped_total": 1,
 		"m2ho_tunnel_hints_total": 3, "m2ho_tunnel_hints_rejected_total": 1,
+		"m2ho_tunnel_peer_migrations_total": 1, "m2ho_tunnel_addresses_resumed_total": 1,
+		"m2ho_tunnel_sessions_superseded_total": 1, "m2ho_tunnel_addresses_held": 1,
 	} {
 		if got[name] != n {
 			t.Errorf("%s: %d series, want %d", name, got[name], n)

@@ -34,7 +34,7 @@ import (
 func TestTunnelKernelTransferWithMigration(t *testing.T) {
 	needKernel(t)
 	if raceEnabled {
-		t.Skip("quic-go v0.65 has a data race between Conn.switchToNewPath (connection.go:940, on Path.Switch) and Conn.ConnectionState (connection.go:790, read by http3's control-stream handler): upstream, not this package's; the migration is tested without -race")
+		t.Skip(quicMigrationRace)
 	}
 	bin := m2hoBinary(t)
 	topo := netns.New("m2hotun")

@@ -40,9 +40,9 @@ import (
 //   - Read blocks until a new client is up (or the link is closed).
 //
 // After a redial, flows survive only if the server assigned the same inner
-// address again (it does when the lease was released and nobody took it,
-// e.g. a single phone) and they did not time out meanwhile; otherwise the
-// log says the open flows break (their segments carry the old address,
+// address again (it does, within its --address-hold: proxy/tunnel's
+// sticky leases) and they did not time out meanwhile; otherwise the log
+// says the open flows break (their segments carry the old address,
 // which the server now drops as spoofed) and only new flows work.
 //
 // The link also follows the uplink's address (see watchUplink): QUIC
@@ -379,9 +379,9 @@ func (l *tunnelLink) watchUplink(ctx context.Context, every time.Duration, kick 
 	}
 }
 
-// restart ends the live connection (CONNECTION_CLOSE, so the server
-// releases the session and its inner address at once) and lets supervise
-// dial a new one straight away. A new connection measures the path afresh:
+// restart ends the live connection (CONNECTION_CLOSE) and lets supervise
+// dial a new one straight away; the server hands this identity its inner
+// addresses back (tunnel.ServerConfig.AddressHold). A new connection measures the path afresh:
 // quic-go's RTT estimate (its min RTT is never forgotten) and congestion
 // controller (HyStart leaves slow start as soon as the RTT exceeds that
 // min RTT by 4-16 ms) restart on the path as it is now. It is what the

@@ -58,38 +58,3 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	a, _ := netip.AddrFromSlice(b)
 	return a
 }
-
-// addrPool hands out one host address per session from a prefix; the
-// prefix's first host address is the server's own.
-type addrPool struct {
-	prefix netip.Prefix
-	server netip.Addr
-	leased map[netip.Addr]bool
-}
-
-func newAddrPool(p netip.Prefix) (*addrPool, error) {
-	p = p.Masked()
-	maxBits := p.Addr().BitLen()
-	if maxBits-p.Bits() < 2 {
-		return nil, fmt.Errorf("inner prefix %s: too small (needs room for the server and at least one client)", p)
-	}
-	return &addrPool{prefix: p, server: p.Addr().Next(), leased: map[netip.Addr]bool{}}, nil
-}
-
-// lease returns a free client address, or false when the pool is spent.
-// The scan is bounded by the number of leases (sessions are bounded).
-func (a *addrPool) lease() (netip.Addr, bool) {
-	last := lastAddr(a.prefix)
-	for x := a.server.Next(); a.prefix.Contains(x); x = x.Next() {
-		if a.prefix.Addr().Is4() && x == last {
-			break // IPv4 broadcast
-		}
-		if !a.leased[x] {
-			a.leased[x] = true
-			return x, true
-		}
-	}
-	return netip.Addr{}, false
-}
-
-func (a *addrPool) release(x netip.Addr) { delete(a.leased, x) }

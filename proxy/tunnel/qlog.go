@@ -3,6 +3,7 @@ package tunnel
 import (
 	"bufio"
 	"errors"
+	"net/netip"
 	"os"
 
 	cipqlog "github.com/quic-go/connect-ip-go/qlog"
@@ -30,11 +31,16 @@ type countingTrace struct {
 	// count gets each drop's reason; fromPeer: the packet came from the
 	// peer (else it was ours to send).
 	count func(reason string, fromPeer bool)
-	file  *qlogwriter.FileSeq
+	// migrated, when set, gets the peer's new address each time the
+	// connection's active path moved to another remote address (quic-go's
+	// TupleAssigned event for the active tuple; on the server that is the
+	// client's connection migration, RFC 9000 §9).
+	migrated func(remote netip.AddrPort)
+	file     *qlogwriter.FileSeq
 }
 
 func (t *countingTrace) AddProducer() qlogwriter.Recorder {
-	r := &countingRecorder{count: t.count}
+	r := &countingRecorder{count: t.count, migrated: t.migrated}
 	if t.file != nil {
 		r.file = t.file.AddProducer()
 	}
@@ -42,8 +48,9 @@ func (t *countingTrace) AddProducer() qlogwriter.Recorder {
 }
 
 type countingRecorder struct {
-	count func(reason string, fromPeer bool)
-	file  qlogwriter.Recorder
+	count    func(reason string, fromPeer bool)
+	migrated func(remote netip.AddrPort)
+	file     qlogwriter.Recorder
 }
 
 func (r *countingRecorder) RecordEvent(ev qlogwriter.Event) {
@@ -64,6 +71,13 @@ func (r *countingRecorder) RecordEvent(ev qlogwriter.Event) {
 		} else {
 			r.count(reasonDatagramTooLarge, false)
 		}
+	}
+	if ta, ok := ev.(qlog.TupleAssigned); ok && ta.TupleID == "" && r.migrated != nil {
+		remote := ta.Remote.IPv4
+		if !remote.IsValid() {
+			remote = ta.Remote.IPv6
+		}
+		r.migrated(remote)
 	}
 	if r.file != nil {
 		r.file.RecordEvent(ev)

@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,18 @@ type ServerConfig struct {
 	MaxConnsPerClient int
 	// MaxSessions bounds the sessions of all clients (default 1024).
 	MaxSessions int
+	// AddressHold is how long a client identity's inner addresses stay
+	// reserved for it after its session ended (DefaultAddressHold when 0,
+	// none when negative): a phone that redials gets the same addresses
+	// back, so the flows NATed to them continue. While held, no other
+	// identity gets them. A new session of an identity whose older session
+	// is still open takes that session's addresses over and ends it (one
+	// live session per identity: the phone's redial after a loss, while
+	// the server has not yet noticed the loss).
+	AddressHold time.Duration
+	// MaxHeldAddresses bounds the holds per pool (DefaultMaxHeldAddresses
+	// when 0, none when negative); when full, the hold expiring first goes.
+	MaxHeldAddresses int
 	// NewPacer makes the downlink pacer of a session (PassThrough when nil).
 	NewPacer func(identity string) Pacer
 	// NewConnPacer is NewPacer given the session's connection too (its
@@ -98,6 +111,10 @@ type ServerStats struct {
 	MSSClamped                   uint64
 	Hints                        [4]uint64 // by HintKind
 	HintsRejected                uint64
+	PeerMigrations               uint64 // a client's connection moved to a new address (QUIC migration)
+	AddressesResumed             uint64 // addresses given back to the identity that held them (per pool)
+	SessionsSuperseded           uint64 // sessions ended because a newer one of the same identity took their addresses
+	AddressesHeld                uint64 // addresses held for identities without a session now (all pools)
 }
 
 // Server is the tunnel server: QUIC + HTTP/3 + CONNECT-IP (RFC 9484) with
@@ -131,8 +148,8 @@ type Server struct {
 		connsAccepted, connsRefused, sessionsOpened, sessionsRefused  atomic.Uint64
 		packetsUp, bytesUp, packetsDown, bytesDown                    atomic.Uint64
 		dropSpoofed, dropRoutes, dropInvalid, dropNoSession, dropSend atomic.Uint64
-		ptb, clamped, hintsRejected, dropDgramRecv                    atomic.Uint64
-		h3Parsed, peerProcessed                                       atomic.Uint64
+		ptb, clamped, hintsRejected, peerMigrations                   atomic.Uint64
+		superseded, dropDgramRecv, h3Parsed, peerProcessed            atomic.Uint64
 		hints                                                         [4]atomic.Uint64
 	}
 	dropQueueClosed atomic.Uint64 // queue-full drops of sessions already gone
@@ -148,6 +165,8 @@ type session struct {
 	qc       *quic.Conn
 	ip       *connectip.Conn
 	addrs    []netip.Addr
+	gens     []uint64 // each address's lease generation (addrPool.release)
+	replaced bool     // a newer session of the identity took the addresses; under srv.mu
 	down     *queue
 	pacer    Pacer
 	hintMu   sync.Mutex
@@ -201,7 +220,14 @@ func NewServer(cfg ServerConfig, dev Device) (*Server, error) {
 			return nil, fmt.Errorf("tunnel: inner prefix %s: at most one prefix per address family", p)
 		}
 		have4, have6 = have4 || p.Addr().Is4(), have6 || p.Addr().Is6()
-		pool, err := newAddrPool(p)
+		hold, maxHeld := cfg.AddressHold, cfg.MaxHeldAddresses
+		if hold == 0 {
+			hold = DefaultAddressHold
+		}
+		if maxHeld == 0 {
+			maxHeld = DefaultMaxHeldAddresses
+		}
+		pool, err := newAddrPool(p, hold, maxHeld)
 		if err != nil {
 			return nil, fmt.Errorf("tunnel: %w", err)
 		}
@@ -377,7 +403,13 @@ func (s *Server) handleConnectIP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), status)
 		return
 	}
-	sess, status, why := s.openSession(qc)
+	sess, superseded, status, why := s.openSession(qc)
+	for _, old := range superseded {
+		s.st.superseded.Add(1)
+		s.log.Info("session superseded: a newer session of this client took its addresses", zap.String("client", old.identity),
+			zap.Any("addresses", old.addrs), zap.Stringer("old_remote", old.qc.RemoteAddr()), zap.Stringer("new_remote", qc.RemoteAddr()))
+		old.close()
+	}
 	if sess == nil {
 		s.st.sessionsRefused.Add(1)
 		s.log.Warn("session refused", zap.String("client", identity(qc)), zap.String("why", why))
@@ -409,6 +441,14 @@ func (s *Server) handleConnectIP(w http.ResponseWriter, r *http.Request) {
 	s.st.sessionsOpened.Add(1)
 	s.log.Info("session", zap.String("client", sess.identity), zap.Any("addresses", sess.addrs))
 	s.mu.Lock()
+	if sess.replaced {
+		// A newer session of this client took the addresses while this one
+		// was being set up: it must not take them back.
+		s.mu.Unlock()
+		ipc.Close()
+		s.closeSession(sess)
+		return
+	}
 	for _, a := range sess.addrs {
 		s.byAddr[a] = sess
 	}
@@ -422,37 +462,45 @@ func (s *Server) handleConnectIP(w http.ResponseWriter, r *http.Request) {
 	s.log.Info("session closed", zap.String("client", sess.identity), zap.Any("addresses", sess.addrs))
 }
 
-// openSession leases addresses; nil with an HTTP status and reason when it
-// may not open.
-func (s *Server) openSession(qc *quic.Conn) (*session, int, string) {
+// openSession leases addresses (the identity's own again if it holds
+// them, see addrPool); nil with an HTTP status and reason when it may not
+// open. superseded are the identity's older sessions whose addresses the
+// new one took over: the caller ends them, outside the lock.
+func (s *Server) openSession(qc *quic.Conn) (sess *session, superseded []*session, status int, why string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, dup := s.byConn[qc]; dup {
-		return nil, http.StatusConflict, "one CONNECT-IP session per connection"
+		return nil, nil, http.StatusConflict, "one CONNECT-IP session per connection"
 	}
 	if s.sessions >= s.cfg.MaxSessions {
-		return nil, http.StatusServiceUnavailable, "server full"
+		return nil, nil, http.StatusServiceUnavailable, "server full"
 	}
 	id := identity(qc)
-	// A client that restarted its connection (cmd/m2ho tunnelLink.restart)
-	// closed the old one just before this: release that session's
-	// addresses now, not when its handler gets round to it, so that the
-	// new session gets the same inner address and the flows continue.
-	for oqc, old := range s.byConn {
-		if old.identity == id && oqc.Context().Err() != nil {
-			s.closeSessionLocked(old)
-		}
-	}
-	sess := &session{srv: s, identity: id, qc: qc, down: newQueue(s.cfg.QueueLen, s.cfg.MTU)}
+	now := time.Now()
+	sess = &session{srv: s, identity: id, qc: qc, down: newQueue(s.cfg.QueueLen, s.cfg.MTU)}
+	takenOver := false
 	for _, p := range s.pools {
-		a, ok := p.lease()
+		a, gen, takeover, ok := p.lease(id, now)
 		if !ok {
-			for _, b := range sess.addrs {
-				s.poolOf(b).release(b)
+			// What was leased becomes a hold of this identity again.
+			for i, b := range sess.addrs {
+				s.poolOf(b).release(b, sess.gens[i], now)
 			}
-			return nil, http.StatusServiceUnavailable, "inner address pool " + p.prefix.String() + " spent"
+			return nil, nil, http.StatusServiceUnavailable, "inner address pool " + p.prefix.String() + " spent"
 		}
 		sess.addrs = append(sess.addrs, a)
+		sess.gens = append(sess.gens, gen)
+		takenOver = takenOver || takeover
+	}
+	if takenOver {
+		// Sessions are bounded (MaxSessions) and takeovers happen once per
+		// redial: a scan is cheap enough.
+		for _, old := range s.byConn {
+			if old.identity == id && slices.ContainsFunc(old.addrs, func(a netip.Addr) bool { return slices.Contains(sess.addrs, a) }) {
+				old.replaced = true
+				superseded = append(superseded, old)
+			}
+		}
 	}
 	sess.pacer = PassThrough{}
 	switch {
@@ -463,7 +511,7 @@ func (s *Server) openSession(qc *quic.Conn) (*session, int, string) {
 	}
 	s.byConn[qc] = sess
 	s.sessions++
-	return sess, 0, ""
+	return sess, superseded, 0, ""
 }
 
 func (s *Server) poolOf(a netip.Addr) *addrPool {
@@ -478,21 +526,16 @@ func (s *Server) poolOf(a netip.Addr) *addrPool {
 func (s *Server) closeSession(sess *session) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.closeSessionLocked(sess)
-}
-
-// closeSessionLocked is closeSession with s.mu held; a session already
-// closed is left alone.
-func (s *Server) closeSessionLocked(sess *session) {
 	if s.byConn[sess.qc] != sess {
 		return
 	}
 	delete(s.byConn, sess.qc)
-	for _, a := range sess.addrs {
+	now := time.Now()
+	for i, a := range sess.addrs {
 		if s.byAddr[a] == sess {
 			delete(s.byAddr, a)
 		}
-		s.poolOf(a).release(a)
+		s.poolOf(a).release(a, sess.gens[i], now)
 	}
 	s.sessions--
 	s.dropQueueClosed.Add(sess.down.dropped.Load())
@@ -775,12 +818,18 @@ func (s *Server) Stats() ServerStats {
 	st.PTBSent = s.st.ptb.Load()
 	st.MSSClamped = s.st.clamped.Load()
 	st.HintsRejected = s.st.hintsRejected.Load()
+	st.PeerMigrations = s.st.peerMigrations.Load()
+	st.SessionsSuperseded = s.st.superseded.Load()
 	for i := range st.Hints {
 		st.Hints[i] = s.st.hints[i].Load()
 	}
 	s.mu.RLock()
 	st.DropQueueFull = s.dropQueueClosed.Load()
 	st.SessionsOpen = uint64(s.sessions)
+	for _, p := range s.pools {
+		st.AddressesResumed += p.resumed
+		st.AddressesHeld += uint64(p.holds())
+	}
 	for _, sess := range s.byConn {
 		st.DropQueueFull += sess.down.dropped.Load()
 	}
@@ -825,7 +874,11 @@ func (s *Server) Wait() { s.wg.Wait() }
 // drop decisions (the only place they surface: ReadPacket drops silently)
 // and, with QlogDir, writes the trace to a file.
 func (s *Server) tracer(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-	t := &countingTrace{count: s.countDrop}
+	t := &countingTrace{count: s.countDrop, migrated: func(remote netip.AddrPort) {
+		// Rare (a phone's uplink changed): one line each.
+		s.st.peerMigrations.Add(1)
+		s.log.Info("client migrated", zap.Stringer("odcid", odcid), zap.Stringer("remote", remote))
+	}}
 	if s.cfg.QlogDir != "" {
 		path := filepath.Join(s.cfg.QlogDir, fmt.Sprintf("%s_server.sqlog", odcid))
 		f, err := os.Create(path)

@@ -281,12 +281,15 @@ func TestTransferByteExact(t *testing.T) {
 	}
 }
 
-const quicMigrationRace = "quic-go v0.65 has a data race between Conn.switchToNewPath (connection.go:940, on Path.Switch) and Conn.ConnectionState (connection.go:790, read by http3's control-stream handler): upstream, not this package's; the migration is tested without -race"
+// quicMigrationRace: the race is inside quic-go v0.65, not in this
+// package's use of it (README, "Costs and limits"). M2HO_RACE_MIGRATION=1
+// runs the test under -race anyway, to re-check after an upgrade.
+const quicMigrationRace = "quic-go v0.65 races on migration: Conn.switchToNewPath (connection.go:940, run loop, on Path.Switch) replaces c.conn without connStateMutex while Conn.ConnectionState (connection.go:790, from http3's control-stream goroutine, http3/conn.go:261) reads c.conn.capabilities(); inside quic-go, no quic-go issue found for it (the same unguarded-field class as quic-go#4228); tested without -race (M2HO_RACE_MIGRATION=1 runs it)"
 
 // TestMigrationMidTransfer moves the client from 127.0.0.1 to 127.0.0.2
 // half-way through an upload and a download.
 func TestMigrationMidTransfer(t *testing.T) {
-	if raceEnabled {
+	if raceEnabled && os.Getenv("M2HO_RACE_MIGRATION") == "" {
 		t.Skip(quicMigrationRace)
 	}
 	h := startServer(t, newPKI(t, "phone-1"), nil)
@@ -435,9 +438,10 @@ func TestConnectionCountBound(t *testing.T) {
 		return h.srv.conns["phone-1"] == 1
 	})
 	c3 := mustDial(t, h, nil)
-	// Addresses are released with the session and leased again.
-	if got := c3.Addresses()[0].Addr().String(); got != "10.77.0.2" && got != "10.77.0.4" {
-		t.Fatalf("third client got %s", got)
+	// One identity, one address: each newer session took it over (sticky
+	// leases, sticky_test.go).
+	if got := c3.Addresses()[0].Addr().String(); got != "10.77.0.2" {
+		t.Fatalf("third connection of phone-1 got %s, want its 10.77.0.2", got)
 	}
 }
 

@@ -26,6 +26,7 @@ type event struct {
 	datagrams int
 	rOff      int // first range in the ranges ring
 	rN        int
+	delay     time.Duration // ACK Delay of an ACK frame
 }
 
 // EventsStats counts what an Events buffer dropped.
@@ -98,7 +99,11 @@ func (e *Events) Lost(now time.Time, pn int64) {
 
 // Acked records one ACK frame received at now: see Pacer.OnAck. The
 // ranges are copied.
-func (e *Events) Acked(now time.Time, ranges []AckRange) {
+func (e *Events) Acked(now time.Time, ranges []AckRange) { e.AckedDelayed(now, 0, ranges) }
+
+// AckedDelayed records one ACK frame with its ACK Delay field: see
+// Pacer.OnAckDelayed. The ranges are copied.
+func (e *Events) AckedDelayed(now time.Time, ackDelay time.Duration, ranges []AckRange) {
 	e.mu.Lock()
 	if len(ranges) > MaxAckRanges {
 		e.st.RangesTruncated++
@@ -115,7 +120,7 @@ func (e *Events) Acked(now time.Time, ranges []AckRange) {
 		e.rHead = (e.rHead + 1) % len(e.ranges)
 	}
 	e.rUsed += len(ranges)
-	e.push(event{kind: evAck, at: now, rOff: off, rN: len(ranges)})
+	e.push(event{kind: evAck, at: now, rOff: off, rN: len(ranges), delay: ackDelay})
 	e.mu.Unlock()
 }
 
@@ -146,7 +151,7 @@ func (e *Events) DrainInto(p *Pacer) int {
 				buf[i] = e.ranges[(ev.rOff+i)%len(e.ranges)]
 			}
 			e.rUsed -= ev.rN
-			p.OnAck(ev.at, buf[:ev.rN])
+			p.OnAckDelayed(ev.at, ev.delay, buf[:ev.rN])
 		}
 	}
 	return n

@@ -432,8 +432,8 @@ func TestSimLinkRecoveryMode(t *testing.T) {
 	s.run(5 * time.Second)
 	st := s.p.State()
 	got := s.rateOver(2*time.Second, 5*time.Second)
-	t.Logf("recovery mode, 10 Mbit/s RTT 20 ms: rate 2-5 s %.2f Mbit/s (%.1f%%); max bottleneck queue %v; drops %d; mode %v TxTime %v; recovery %d measured %d adjustments %d",
-		got/mbit, 100*got/R, s.maxDelay(2*time.Second, 5*time.Second), s.drops, st.Mode, st.TxTime, st.RecoveryUpdates, st.BurstsMeasured, st.Adjustments)
+	t.Logf("recovery mode, 10 Mbit/s RTT 20 ms: rate 2-5 s %.2f Mbit/s (%.1f%%); max bottleneck queue %v; drops %d; mode %v TxTime %v; recovery %d measured %d adjustments %d; burst %d grows %d shrinks %d lossy %d applim %d",
+		got/mbit, 100*got/R, s.maxDelay(2*time.Second, 5*time.Second), s.drops, st.Mode, st.TxTime, st.RecoveryUpdates, st.BurstsMeasured, st.Adjustments, st.BurstPackets, st.BurstGrows, st.BurstShrinks, st.BurstsLossy, st.BurstsAppLimited)
 	if st.RecoveryUpdates == 0 || st.BurstsMeasured != 0 {
 		t.Fatalf("recovery %d measured %d: the link should leave no ACK train", st.RecoveryUpdates, st.BurstsMeasured)
 	}

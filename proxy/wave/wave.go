@@ -51,12 +51,32 @@
 //     gives no ATD: the survivors' dispersion is not the dispersion of the
 //     burst that was sent.
 //
-//   - Only full bursts are measured: a burst that released fewer than
-//     BurstPackets datagrams (application-limited) or whose datagrams were
-//     released at more than one instant (the pacer filled up a burst window
-//     as data trickled in) gives RTT samples but no ATD or recovery update
-//     (BurstsAppLimited): its dispersion is the application's, not the
-//     path's.
+//   - Partial and spread bursts. A TCP sender inside the tunnel hands its
+//     segments over one or two at a time (its ACK clock), so many bursts
+//     are partial (the whole queue was fewer than a burst) or spread (the
+//     window filled as packets trickled in). A burst of k < burstN
+//     datagrams released at once is measured like a full one and its ATD
+//     scaled to the burst size, ATD·burstN/k: k packets sent back to back
+//     leave the bottleneck k/C apart whatever burstN is (BurstsPartial).
+//     A burst whose datagrams were released (or, if the transport below
+//     spread them more, sent) over a spread s is measured only when
+//     2·s <= the ACK train's length: then at least half of the
+//     train is the path's dispersion, not the sender's spacing (a burst
+//     released at the sender's own pace, acked at that pace, is refused:
+//     BurstsAppLimited). Recovery needs a burst of the pacer's size
+//     released within TxTime/4. This replaces holding the window until a
+//     burst is queued (a "burst-fill wait", which delays every packet of
+//     an application-limited flow and still measures nothing when the
+//     queue never fills).
+//
+//   - ACK Delay. An ACK frame's ACK Delay field (RFC 9000 §19.3) is taken
+//     off its arrival time for the train (OnAckDelayed): the odd last
+//     packet of a burst is acked after max_ack_delay (25 ms in quic-go),
+//     which would otherwise stretch the train of every burst with an odd
+//     number of packets, and of every partial burst, by up to 25 ms. The
+//     field is trusted up to Config.MaxAckDelay (the peer's max_ack_delay,
+//     25 ms), and a train it would reorder (last before first) gives no
+//     sample, so a bogus field cannot shrink a train to nothing.
 //
 //   - Recovery is applied when one ACK frame settles a full burst on its own
 //     (n = 1), at most once per ACK frame, with rtt = that frame's RTT
@@ -95,12 +115,39 @@
 //     estimate applies to the window already open). A datagram arriving at
 //     an empty queue therefore goes at once when the window allows.
 //
+//   - Burst size. Wave's bursts are fixed (10 packets) in both published
+//     implementations, and the TCP Wave module makes the size a parameter:
+//     with TxTime >= 1 ms that caps the rate at ~108 Mbit/s, a tenth of an
+//     mmWave cell. Here burstN adapts between BurstPackets and
+//     MaxBurstPackets (128): when the tracking rule asks for a TxTime
+//     below the floor (ATD + ΔRTT/2 < MinTxTime) after a full burst of the
+//     current size, no loss and at least MinAcks frames, the path drained
+//     that burst faster than the floor lets the pacer send it and no queue
+//     grew (ΔRTT/2 is part of the sum), so burstN doubles and TxTime
+//     becomes twice the computed value: the same rate, now expressible
+//     above the floor; the next measured burst of the new size decides
+//     the next step (one doubling per measured burst, like slow start but
+//     measured, not assumed). When a tracking or recovery TxTime reaches
+//     4·MinTxTime, burstN halves with TxTime (same rate): small bursts
+//     keep the burst's own queue short when the floor does not bind. A
+//     lossy burst of the current size halves burstN at the same rate (the
+//     burst may have overflowed a shallow buffer; Wave does not slow down
+//     on loss). Adjustment and a hint without c_est restart at
+//     BurstPackets. Recovery never grows the burst: without a train
+//     nothing shows the path drained it. An executed hint sizes the burst
+//     from c_est: the smallest burstN with burstN·NominalPacketBytes /
+//     c_est >= MinTxTime.
+//
 //   - Handover hints (no published Wave has them): a predicted handover caps
 //     bytes in flight (sent and not acked or lost, plus released and not
 //     yet sent) at ŝ_max, cwnd-like (a release may start below the cap and
 //     overshoot by less than a packet; never a stall with nothing in
 //     flight), and leaves TxTime alone; an executed handover restarts the
-//     estimate (OnHandoverExecuted); a withdrawal lifts the cap.
+//     estimate (OnHandoverExecuted): min_rtt and the smoothed RTT are
+//     forgotten and the packets sent before it give no RTT sample (they
+//     measure the old path: one such sample as min_rtt would make every
+//     new-path sample look 10× too large and force an adjustment); a
+//     withdrawal lifts the cap.
 //
 // Underneath, quic-go keeps its own NewReno and pacer (it has no pluggable
 // congestion control): Wave only decides what is handed to SendDatagram
@@ -108,13 +155,10 @@
 // its ACK goes out, so ACK frames cover ~6 packets and the pacer runs
 // mostly in recovery mode, as QUIC Wave reports with GSO.
 //
-// Memory per Pacer with the defaults: ~1024 burst records and 10240 packet
-// records (~0.5 MB), preallocated.
-//
-// Rate limits of the constants: with 10-packet bursts and TxTime ≥ 1 ms the
-// pacer cannot exceed 10 packets per millisecond (~108 Mbit/s at 1350-byte
-// packets); mmWave rates need a larger BurstPackets or a smaller MinTxTime
-// (both configurable).
+// Memory per Pacer with the defaults: 1024 burst records (200 bytes) and
+// 10240 packet records (48 bytes), ~0.7 MB, preallocated. 10240 packets in
+// flight is 13.8 MB: 1 Gbit/s for 110 ms of RTT; beyond that the oldest
+// records are evicted (PacketsEvicted) and estimates degrade.
 //
 // The Pacer is not safe for concurrent use; the Pump serialises it.
 package wave
@@ -164,6 +208,11 @@ const (
 	DefaultMinAcks       = 3
 	DefaultRTTFilter     = 10
 	DefaultMaxBursts     = 1024
+	// DefaultMaxBurstPackets bounds the adaptive burst size: at the 1 ms
+	// TxTime floor, 128 packets of 1350 bytes is ~1.4 Gbit/s, above
+	// mmWave's ~1 Gbit/s.
+	DefaultMaxBurstPackets = 128
+	DefaultMaxAckDelay     = 25 * time.Millisecond
 	// DefaultNominalPacketBytes is the size of a full tunnel packet on the
 	// wire: a ~1280-byte inner IP packet plus QUIC short header, DATAGRAM
 	// frame header and AEAD tag. It converts a hinted rate (bytes/s) into a
@@ -184,6 +233,14 @@ type Config struct {
 	RTTFilter          int           // samples above RTTFilter·min_rtt are ignored (10)
 	MaxBursts          int           // burst records kept (1024)
 	NominalPacketBytes int           // bytes of a full packet, for hinted rates (1350)
+	// MaxBurstPackets bounds the adaptive burst size (see "Burst size" in
+	// the package comment); BurstPackets is its floor and start. Default
+	// max(128, BurstPackets); equal to BurstPackets: fixed bursts.
+	MaxBurstPackets int
+	// MaxAckDelay caps the ACK Delay taken off an ACK frame's arrival
+	// (OnAckDelayed): the peer's max_ack_delay (25 ms, RFC 9000 §18.2 and
+	// quic-go's default). A larger field is not trusted further.
+	MaxAckDelay time.Duration
 }
 
 // DefaultConfig returns Wave's published constants.
@@ -197,6 +254,8 @@ func DefaultConfig() Config {
 		RTTFilter:          DefaultRTTFilter,
 		MaxBursts:          DefaultMaxBursts,
 		NominalPacketBytes: DefaultNominalPacketBytes,
+		MaxBurstPackets:    DefaultMaxBurstPackets,
+		MaxAckDelay:        DefaultMaxAckDelay,
 	}
 }
 
@@ -226,6 +285,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NominalPacketBytes == 0 {
 		c.NominalPacketBytes = d.NominalPacketBytes
 	}
+	if c.MaxAckDelay == 0 {
+		c.MaxAckDelay = d.MaxAckDelay
+	}
+	if c.MaxBurstPackets == 0 {
+		c.MaxBurstPackets = max(d.MaxBurstPackets, c.BurstPackets)
+	}
 	switch {
 	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
@@ -243,6 +308,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.MaxBursts = %d, want 1..1048576", c.MaxBursts)
 	case c.NominalPacketBytes < 1:
 		return c, fmt.Errorf("wave: Config.NominalPacketBytes = %d, want > 0", c.NominalPacketBytes)
+	case c.MaxAckDelay < 0:
+		return c, fmt.Errorf("wave: Config.MaxAckDelay = %v, want > 0", c.MaxAckDelay)
+	case c.MaxBurstPackets < c.BurstPackets || c.MaxBurstPackets > 1<<16:
+		return c, fmt.Errorf("wave: Config.MaxBurstPackets = %d, want BurstPackets (%d)..65536", c.MaxBurstPackets, c.BurstPackets)
 	}
 	return c, nil
 }
@@ -261,7 +330,10 @@ type Counters struct {
 	RecoveryUpdates  uint64 // recovery-mode TxTime updates
 	Adjustments      uint64 // ΔRTT > β resets
 	BurstsLossy      uint64 // settled with a loss: no sample
-	BurstsAppLimited uint64 // not full or spread over time: no sample
+	BurstsAppLimited uint64 // released too spread out (or too few acks for a partial burst): no sample
+	BurstsPartial    uint64 // partial bursts measured (ATD scaled to the burst size)
+	BurstGrows       uint64 // burst size doubled (TxTime at its floor)
+	BurstShrinks     uint64 // burst size halved (TxTime well above its floor, or a lossy burst)
 	BurstsShortTrain uint64 // full, settled by 2..MinAcks-1 frames: no sample
 	BurstsEvicted    uint64 // dropped from the full burst ring
 	BurstsDropped    uint64 // dropped by an adjustment or a handover restart
@@ -295,7 +367,9 @@ type State struct {
 	PilotRTT    time.Duration // last burst's pilot
 	LatestRTT   time.Duration // last accepted ACK-frame sample
 	SmoothedRTT time.Duration
-	NextBurst   time.Time // earliest start of the next burst window
+	// BurstPackets is the current (adaptive) burst size.
+	BurstPackets int
+	NextBurst    time.Time // earliest start of the next burst window
 
 	BytesInFlight int // sent, not yet acked or lost, plus released not yet sent
 	Predicted     bool
@@ -339,8 +413,20 @@ type burst struct {
 	lastAck      time.Time
 	pilot        time.Duration
 	pilotPN      int64
-	spread       bool // released at more than one instant
+	size         int       // the burst size when it opened
+	lastRel      time.Time // release instant of the last datagram
+	firstSent    time.Time // OnSent time of its first packet
+	lastSent     time.Time // and of its last
+	foreign      bool      // the window's first datagrams are not in it: no sample
 	live         bool
+}
+
+// spread is how long the burst took to leave: from its first release to
+// its last, or from its first packet sent to its last when the transport
+// spread it more (quic-go's own pacer may spread a burst Wave released at
+// once), so the dispersion is judged against what was sent.
+func (b *burst) spread() time.Duration {
+	return max(b.lastRel.Sub(b.start), b.lastSent.Sub(b.firstSent))
 }
 
 func (b *burst) settled() bool {
@@ -385,6 +471,10 @@ type Pacer struct {
 	cellType  string
 	hintRate  float64
 
+	burstN int // current burst size, BurstPackets..MaxBurstPackets
+
+	restartAt time.Time // last executed handover: older packets give no RTT sample
+
 	c Counters
 }
 
@@ -397,6 +487,7 @@ func New(cfg Config) (*Pacer, error) {
 	p := &Pacer{
 		cfg:     cfg,
 		txTime:  cfg.InitialTxTime,
+		burstN:  cfg.BurstPackets,
 		bursts:  make([]burst, cfg.MaxBursts),
 		pkts:    make([]pkt, cfg.MaxBursts*cfg.BurstPackets),
 		settled: make([]burst, 0, 64),
@@ -432,9 +523,9 @@ func (p *Pacer) Budget(now time.Time) (packets, bytes int) {
 
 func (p *Pacer) budget(now time.Time, count bool) (packets, bytes int) {
 	if p.winOpen && now.Before(p.nextStart()) {
-		packets = p.cfg.BurstPackets - p.winReleased
+		packets = p.burstN - p.winReleased
 	} else {
-		packets = p.cfg.BurstPackets
+		packets = p.burstN
 	}
 	if packets <= 0 {
 		return 0, 0
@@ -470,7 +561,7 @@ func (p *Pacer) Next(now time.Time) (at time.Time, n int) {
 	if p.capBlocked() {
 		return time.Time{}, 0
 	}
-	return p.nextStart(), p.cfg.BurstPackets
+	return p.nextStart(), p.burstN
 }
 
 // OnRelease records that n datagrams of total size bytes were handed to the
@@ -492,16 +583,14 @@ func (p *Pacer) OnRelease(now time.Time, n, bytes int) {
 	b := p.burstByID(p.winBurst)
 	if b == nil { // dropped by an adjustment within the window
 		b = p.newBurst(now)
-		b.spread = true // the window's first datagrams are not in it
+		b.foreign = true
 	}
-	if p.winReleased+n > p.cfg.BurstPackets {
+	if p.winReleased+n > p.burstN {
 		p.c.ReleaseOverrun++
 	}
 	p.winReleased += n
 	p.pending += bytes
-	if b.released > 0 && !now.Equal(b.start) {
-		b.spread = true
-	}
+	b.lastRel = now
 	b.released += n
 	b.pendingBytes += bytes
 }
@@ -520,7 +609,7 @@ func (p *Pacer) newBurst(now time.Time) *burst {
 	id := p.bNext
 	p.bNext++
 	b := &p.bursts[id%uint64(len(p.bursts))]
-	*b = burst{id: id, start: now, live: true, pilotPN: math.MinInt64}
+	*b = burst{id: id, start: now, lastRel: now, size: p.burstN, live: true, pilotPN: math.MinInt64}
 	p.winBurst = id
 	p.c.Bursts++
 	return b
@@ -583,6 +672,10 @@ func (p *Pacer) OnSent(now time.Time, pn int64, bytes, datagrams int) {
 		p.c.PacketsUnpaced++
 		return
 	}
+	if b.packets == 0 {
+		b.firstSent = now
+	}
+	b.lastSent = now
 	b.matched += datagrams
 	b.packets++
 	sub := min(bytes, b.pendingBytes)
@@ -679,9 +772,22 @@ func (p *Pacer) OnLost(now time.Time, pn int64) {
 
 // OnAck processes one ACK frame received at now. Ranges may repeat packets
 // acknowledged by earlier frames (QUIC ACK frames do); only newly
-// acknowledged packets count.
-func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
+// acknowledged packets count. It is OnAckDelayed with no ack delay.
+func (p *Pacer) OnAck(now time.Time, ranges []AckRange) { p.OnAckDelayed(now, 0, ranges) }
+
+// OnAckDelayed is OnAck for a frame whose ACK Delay field (RFC 9000
+// §19.3: the time the receiver held the ACK after receiving its largest
+// packet) was ackDelay. The ACK train's timestamps are now − ackDelay:
+// when the frame would have arrived had the receiver sent it at once, so
+// the delayed ACK of a burst's odd last packet (quic-go holds it up to
+// max_ack_delay, 25 ms) does not stretch the burst's dispersion. RTT
+// samples stay now − send time (see the package comment).
+func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []AckRange) {
 	p.c.AckFrames++
+	at := now
+	if ackDelay > 0 {
+		at = now.Add(-min(ackDelay, p.cfg.MaxAckDelay))
+	}
 	p.ackSeq++
 	seq := p.ackSeq
 	p.settled = p.settled[:0]
@@ -712,9 +818,9 @@ func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
 				b.lastFrame = seq
 				b.acks++
 				if b.acks == 1 {
-					b.firstAck = now
+					b.firstAck = at
 				}
-				b.lastAck = now
+				b.lastAck = at
 			}
 			if b.acks == 1 && q.pn > b.pilotPN {
 				// pilot: the first frame's RTT, of its largest packet of the burst
@@ -738,7 +844,9 @@ func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
 	}
 	// the frame's RTT sample (RFC 9002 latest_rtt, ack delay not subtracted)
 	rtt := now.Sub(largest.sent)
-	sampleOK := rtt > 0
+	// after an executed handover the old path's packets measure the old
+	// path: their ACKs must not seed the new path's min_rtt
+	sampleOK := rtt > 0 && !largest.sent.Before(p.restartAt)
 	if sampleOK && p.minRTT > 0 && rtt > time.Duration(p.cfg.RTTFilter)*p.minRTT {
 		p.c.SamplesFiltered++
 		sampleOK = false
@@ -760,13 +868,27 @@ func (p *Pacer) OnAck(now time.Time, ranges []AckRange) {
 		switch {
 		case b.lost > 0:
 			p.c.BurstsLossy++
-		case b.released < p.cfg.BurstPackets || b.spread:
+			p.lossy(b)
+		case b.foreign:
 			p.c.BurstsAppLimited++
+		case b.acks >= p.cfg.MinAcks && b.lastAck.Before(b.firstAck):
+			// ACK Delay fields that reorder the train: no dispersion
+			p.c.BurstsShortTrain++
 		case b.acks >= p.cfg.MinAcks:
+			if !p.trainIsPath(b) {
+				p.c.BurstsAppLimited++
+				continue
+			}
 			if p.track(b) {
 				return // adjustment: the other records are gone
 			}
 		case b.acks == 1:
+			// QUIC Wave's recovery situation needs a burst of the size
+			// the pacer chose, released as one burst.
+			if b.released < b.size || 4*b.spread() > p.txTime {
+				p.c.BurstsAppLimited++
+				continue
+			}
 			if recovered || !sampleOK {
 				continue
 			}
@@ -805,19 +927,34 @@ func (p *Pacer) updateAvg(sample time.Duration) time.Duration {
 	return p.deltaRTT
 }
 
+// trainIsPath reports whether a burst's ACK train shows the path's
+// dispersion rather than the sender's: the burst's datagrams were released
+// over at most half of the train's length (see "Partial and spread bursts"
+// in the package comment).
+func (p *Pacer) trainIsPath(b *burst) bool {
+	spread := b.spread()
+	return spread <= 0 || 2*spread <= b.lastAck.Sub(b.firstAck)
+}
+
 // track is the tracking rule on one settled burst; it reports an adjustment.
+// ackTrainDispersion is scaled to the current burst size: a partial burst
+// of k datagrams (or one of an older size) took k/burstN of a burst's time.
 func (p *Pacer) track(b *burst) bool {
 	n := b.acks
-	p.atd = time.Duration(float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1))
+	atd := float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1)
+	p.atd = time.Duration(atd * float64(p.burstN) / float64(b.released))
 	p.pilot = b.pilot
 	d := p.updateAvg(b.pilot)
 	p.c.BurstsMeasured++
+	if b.released < b.size {
+		p.c.BurstsPartial++
+	}
 	if d > p.cfg.Beta {
 		p.adjust()
 		return true
 	}
-	p.setTxTime(p.atd + d/2)
 	p.mode = ModeTracking
+	p.setEstimate(p.atd+d/2, b.released == p.burstN && b.size == p.burstN)
 	return false
 }
 
@@ -830,9 +967,53 @@ func (p *Pacer) recover(rtt time.Duration) bool {
 		return true
 	}
 	dRTT := rtt - p.minRTT
-	p.setTxTime(time.Duration(recoveryKeep*float64(p.txTime) + recoveryGain*float64(dRTT)))
 	p.mode = ModeRecovery
+	// no growth in recovery: without an ACK train nothing says the path
+	// drained the burst faster than the floor, and the recovery rule
+	// already probes (its fixed point is a standing queue of ~3·TxTime).
+	p.setEstimate(time.Duration(recoveryKeep*float64(p.txTime)+recoveryGain*float64(dRTT)), false)
 	return false
+}
+
+// shrinkAt is how far above MinTxTime a new TxTime must be for the burst
+// size to halve; growth happens below MinTxTime, so the two leave a band
+// [MinTxTime, shrinkAt·MinTxTime) in which the size stays.
+const shrinkAt = 4
+
+// setEstimate sets TxTime to t, Wave's interval for a burst of burstN
+// packets, first adapting burstN (see "Burst size" in the package
+// comment). Both changes keep the rate burstN/TxTime: a doubled burst
+// gets twice t, so only the floor stops binding.
+func (p *Pacer) setEstimate(t time.Duration, mayGrow bool) {
+	switch {
+	case mayGrow && t < p.cfg.MinTxTime && p.burstN < p.cfg.MaxBurstPackets:
+		p.resize(min(2*p.burstN, p.cfg.MaxBurstPackets), &t)
+		p.c.BurstGrows++
+	case t >= shrinkAt*p.cfg.MinTxTime && p.burstN > p.cfg.BurstPackets:
+		p.resize(max(p.burstN/2, p.cfg.BurstPackets), &t)
+		p.c.BurstShrinks++
+	}
+	p.setTxTime(t)
+}
+
+// resize sets burstN to n and scales *t so that the rate stays.
+func (p *Pacer) resize(n int, t *time.Duration) {
+	*t = time.Duration(float64(*t) * float64(n) / float64(p.burstN))
+	p.burstN = n
+}
+
+// lossy halves a grown burst size after a loss in a burst of the current
+// size, at the same rate (TxTime halves too, floored): the loss may be the
+// burst overflowing a shallow bottleneck buffer, which a smaller burst at
+// the same rate does not; Wave itself does not slow down on loss.
+func (p *Pacer) lossy(b *burst) {
+	if b.size != p.burstN || p.burstN <= p.cfg.BurstPackets {
+		return
+	}
+	t := p.txTime
+	p.resize(max(p.burstN/2, p.cfg.BurstPackets), &t)
+	p.setTxTime(t)
+	p.c.BurstShrinks++
 }
 
 func (p *Pacer) setTxTime(t time.Duration) {
@@ -847,6 +1028,7 @@ func (p *Pacer) setTxTime(t time.Duration) {
 func (p *Pacer) adjust() {
 	p.c.Adjustments++
 	p.txTime = p.cfg.InitialTxTime
+	p.burstN = p.cfg.BurstPackets
 	p.minRTT = 0
 	p.avgRTT = p.srtt
 	p.deltaRTT = 0
@@ -909,8 +1091,10 @@ func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerS
 	p.predicted = false
 	p.capBytes = 0
 	p.cellType = cellType
+	p.restartAt = now
 	p.dropBursts()
 	p.minRTT = 0
+	p.srtt = 0 // the old path's
 	p.avgRTT = 0
 	p.deltaRTT = 0
 	p.alpha = 0
@@ -919,13 +1103,17 @@ func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerS
 		p.c.HintsInvalid++
 		p.hintRate = 0
 		p.txTime = p.cfg.InitialTxTime
+		p.burstN = p.cfg.BurstPackets
 		p.mode = ModeInitial
 		return fmt.Errorf("%w: executed c_est = %v bytes/s, want > 0 and finite", ErrHint, cEstBytesPerSec)
 	}
 	p.c.HintsExecuted++
 	p.hintRate = cEstBytesPerSec
-	burstBytes := float64(p.cfg.BurstPackets * p.cfg.NominalPacketBytes)
-	t := time.Duration(burstBytes / cEstBytesPerSec * float64(time.Second))
+	// the smallest burst that reaches c_est above the TxTime floor
+	pkt := float64(p.cfg.NominalPacketBytes)
+	n := int(math.Ceil(cEstBytesPerSec * p.cfg.MinTxTime.Seconds() / pkt))
+	p.burstN = min(max(n, p.cfg.BurstPackets), p.cfg.MaxBurstPackets)
+	t := time.Duration(float64(p.burstN) * pkt / cEstBytesPerSec * float64(time.Second))
 	p.setTxTime(min(t, p.cfg.InitialTxTime))
 	p.mode = ModeHinted
 	return nil
@@ -950,6 +1138,7 @@ func (p *Pacer) State() State {
 		PilotRTT:      p.pilot,
 		LatestRTT:     p.latest,
 		SmoothedRTT:   p.srtt,
+		BurstPackets:  p.burstN,
 		NextBurst:     p.nextStart(),
 		BytesInFlight: p.inflight + p.pending,
 		Predicted:     p.predicted,
@@ -959,4 +1148,18 @@ func (p *Pacer) State() State {
 		LiveBursts:    live,
 		Counters:      p.c,
 	}
+}
+
+// BDPPackets is how many packets the Pacer sends in one min_rtt at its
+// current rate (burstN packets per TxTime): its estimate of the path's
+// bandwidth-delay product, 0 while min_rtt is unknown. A queue in front of
+// the Pacer that carries a loss-based TCP needs about this much room (a
+// BDP of buffer keeps a Reno sender busy through its window halving,
+// Villamizar and Song, "High performance TCP in ANSNET", CCR 1994) and
+// more only adds delay: Wave moves the bottleneck's queue into the pacer's.
+func (p *Pacer) BDPPackets() int {
+	if p.minRTT <= 0 || p.txTime <= 0 {
+		return 0
+	}
+	return int(math.Ceil(float64(p.minRTT) / float64(p.txTime) * float64(p.burstN)))
 }

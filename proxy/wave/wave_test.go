@@ -303,25 +303,38 @@ func TestNoSampleBursts(t *testing.T) {
 			t.Fatalf("lossy %d measured %d TxTime %v live %d inflight %d", s.BurstsLossy, s.BurstsMeasured, s.TxTime, s.LiveBursts, s.BytesInFlight)
 		}
 	})
-	t.Run("app limited", func(t *testing.T) {
+	t.Run("partial in one frame", func(t *testing.T) {
+		// a partial burst acked by one frame is not QUIC Wave's recovery
+		// situation (the burst was not of the pacer's size)
 		h := newHarness(t, Config{})
 		first := h.burst(0, 6)
-		h.ackUpTo(100, first+1)
-		h.ackUpTo(102, first+3)
-		h.ackUpTo(104, first+5)
+		h.ackUpTo(100, first+5)
 		s := h.p.State()
-		if s.BurstsAppLimited != 1 || s.Mode != ModeInitial {
-			t.Fatalf("app-limited %d mode %v", s.BurstsAppLimited, s.Mode)
+		if s.BurstsAppLimited != 1 || s.RecoveryUpdates != 0 || s.Mode != ModeInitial {
+			t.Fatalf("app-limited %d recovery %d mode %v", s.BurstsAppLimited, s.RecoveryUpdates, s.Mode)
 		}
 		near(t, "MinRTT", s.MinRTT, ms(100)) // still an RTT sample
 	})
 	t.Run("spread", func(t *testing.T) {
+		// released over 5 ms, acked over 8 ms: 2·5 > 8, the train is the
+		// sender's spacing more than the path's
 		h := newHarness(t, Config{})
 		first := h.burst(0, 5)
-		h.burst(3, 5) // same window, another instant
+		h.burst(5, 5) // same window, another instant
 		h.train(first, 100, 2)
 		if s := h.p.State(); s.BurstsAppLimited != 1 || s.Bursts != 1 || s.Mode != ModeInitial {
 			t.Fatalf("app-limited %d bursts %d mode %v", s.BurstsAppLimited, s.Bursts, s.Mode)
+		}
+	})
+	t.Run("spread full burst in one frame", func(t *testing.T) {
+		// recovery needs the burst released within a quarter of TxTime
+		// (200 ms here): 60 ms is too spread
+		h := newHarness(t, Config{})
+		first := h.burst(0, 5)
+		h.burst(60, 5)
+		h.ackUpTo(200, first+9)
+		if s := h.p.State(); s.BurstsAppLimited != 1 || s.RecoveryUpdates != 0 {
+			t.Fatalf("app-limited %d recovery %d", s.BurstsAppLimited, s.RecoveryUpdates)
 		}
 	})
 }

@@ -10,7 +10,7 @@
 //     Events.Sent(now, packet number, packet length, number of DATAGRAM
 //     frames);
 //   - qlog.PacketReceived of a 1-RTT packet with an ACK frame →
-//     Events.Acked(now, the frame's ranges);
+//     Events.AckedDelayed(now, the frame's ACK Delay, its ranges);
 //   - qlog.PacketLost of a 1-RTT packet → Events.Lost(now, packet number).
 //
 // Mapping a datagram to its QUIC packet number: quic-go's
@@ -160,7 +160,7 @@ func (r *recorder) received(e *qlog.PacketReceived) {
 			n++
 		}
 		r.t.stats.AckFrames.Add(1)
-		r.t.events.Acked(r.t.clock(), buf[:n])
+		r.t.events.AckedDelayed(r.t.clock(), ack.DelayTime, buf[:n])
 	}
 }
 

@@ -1,0 +1,194 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Issue 9's measured requirement, over mmWave → sub-6 → mmWave sequences:
+// the server's cwnd stays at or above SequenceCwndKeep of its mmWave value
+// through the sub-6 dwell, and throughput reaches ConvergenceFraction of
+// the mmWave capacity within SequenceReturnS of the return (M2HO
+// MobiCom'24 §4.5: Eqn 2 carries the mmWave window through the sub-6
+// dwell so that the flow is at full speed as soon as it is back).
+const (
+	SequenceCwndKeep = 0.9
+	SequenceReturnS  = 1.0
+)
+
+// CwndPoint is the sender's snd_cwnd at the end of one iperf3 interval, on
+// the emulator's clock (seconds since it started).
+type CwndPoint struct {
+	T     float64
+	Bytes int64
+}
+
+// Sequence is one mmWave → sub-6 → mmWave sequence of a run: a handover
+// from mmWave to sub-6 (Down), any horizontal handovers between sub-6
+// cells, and the next handover back to mmWave (Up).
+type Sequence struct {
+	Down, Up int     // indices into the run's handover rows
+	Hops     int     // horizontal sub-6 handovers in between
+	CommandS float64 // Down's command
+	ReturnS  float64 // Up's random access
+	// MmWaveCwnd is the snd_cwnd of the last interval ending at or before
+	// Down's command; MinCwnd the least snd_cwnd of the intervals ending
+	// after it and at or before Up's command (the handover into sub-6 and
+	// the whole dwell). CwndJudged is false when either has no interval.
+	MmWaveCwnd, MinCwnd int64
+	CwndJudged          bool
+	CwndKept            bool // MinCwnd ≥ SequenceCwndKeep × MmWaveCwnd
+	// ConvergenceS is Up's convergence at the 0.1 s window (Converge:
+	// from its random access to the first 0.1 s bin at ConvergenceFraction
+	// of the capacity of the mmWave cell); Recovered is whether it came
+	// within SequenceReturnS. ReturnJudged is false when Up's dwell has
+	// no data.
+	ConvergenceS float64
+	ReturnJudged bool
+	Recovered    bool
+	// Met: judged on both counts and both hold.
+	Met bool
+}
+
+// Judged reports whether both halves of the requirement could be judged.
+func (s Sequence) Judged() bool { return s.CwndJudged && s.ReturnJudged }
+
+// Sequences finds every mmWave → sub-6 → mmWave sequence in a run's
+// handover rows (in command order) and judges it against the cwnd series
+// and the receiver's 0.1 s bins with the capacity of the serving cell.
+// Pure: the same inputs give the same sequences.
+func Sequences(hos []HandoverRow, cwnd []CwndPoint, bins []Bin, caps []CapacityBin) []Sequence {
+	var out []Sequence
+	var conv []Convergence
+	for i := 0; i < len(hos); i++ {
+		if hos[i].Type != "mmwave-to-sub6" {
+			continue
+		}
+		j, hops := i+1, 0
+		for j < len(hos) && hos[j].Type == "horizontal" {
+			j, hops = j+1, hops+1
+		}
+		if j >= len(hos) || hos[j].Type != "sub6-to-mmwave" {
+			continue // the run ends on sub-6, or the next leaves sub-6 otherwise
+		}
+		if conv == nil {
+			conv = Converge(bins, caps, hos, ConvergenceFraction)
+		}
+		s := Sequence{Down: i, Up: j, Hops: hops, CommandS: hos[i].Command, ReturnS: hos[j].RA}
+		const eps = 1e-9
+		haveBefore, haveDwell := false, false
+		for _, p := range cwnd {
+			switch {
+			case p.T <= hos[i].Command+eps:
+				s.MmWaveCwnd, haveBefore = p.Bytes, true
+			case p.T <= hos[j].Command+eps:
+				if !haveDwell || p.Bytes < s.MinCwnd {
+					s.MinCwnd = p.Bytes
+				}
+				haveDwell = true
+			}
+		}
+		s.CwndJudged = haveBefore && haveDwell && s.MmWaveCwnd > 0
+		s.CwndKept = s.CwndJudged && float64(s.MinCwnd) >= SequenceCwndKeep*float64(s.MmWaveCwnd)
+		if c := conv[j]; c.Analyzed {
+			s.ReturnJudged, s.ConvergenceS = true, c.Seconds
+			s.Recovered = c.Converged && c.Seconds <= SequenceReturnS+eps
+		}
+		s.Met = s.Judged() && s.CwndKept && s.Recovered
+		out = append(out, s)
+	}
+	return out
+}
+
+// SequenceSummary is a variant's tally of the requirement over its runs:
+// Fraction = Met / Judged (0 when none was judged).
+type SequenceSummary struct {
+	Variant   string  `json:"variant"`
+	Sequences int     `json:"sequences"`
+	Judged    int     `json:"judged"`
+	CwndKept  int     `json:"cwnd_kept"`
+	Recovered int     `json:"recovered"`
+	Met       int     `json:"met"`
+	Fraction  float64 `json:"fraction"`
+	// Rows are the sequences, with the run (1-based) each is from.
+	Rows []SequenceRow `json:"rows,omitempty"`
+}
+
+// SequenceRow is one judged sequence in summary.json.
+type SequenceRow struct {
+	Run        int     `json:"run"`
+	CommandS   float64 `json:"command_s"`
+	ReturnS    float64 `json:"return_s"`
+	Hops       int     `json:"hops"`
+	MmWaveCwnd int64   `json:"mmwave_cwnd_bytes"`
+	MinCwnd    int64   `json:"min_cwnd_bytes"`
+	ConvS      float64 `json:"return_convergence_s"`
+	CwndKept   bool    `json:"cwnd_kept"`
+	Recovered  bool    `json:"recovered"`
+	Met        bool    `json:"met"`
+}
+
+// summarizeSequences tallies each variant's runs (order of variants).
+func summarizeSequences(runs []RunResult, variants []string) []SequenceSummary {
+	var out []SequenceSummary
+	for _, v := range variants {
+		ss := SequenceSummary{Variant: v}
+		for _, r := range runs {
+			if r.Variant != v {
+				continue
+			}
+			for _, s := range Sequences(r.Handovers, r.Cwnd, r.Bins, r.Capacity) {
+				ss.Sequences++
+				ss.Rows = append(ss.Rows, SequenceRow{Run: r.Index + 1, CommandS: s.CommandS, ReturnS: s.ReturnS, Hops: s.Hops,
+					MmWaveCwnd: s.MmWaveCwnd, MinCwnd: s.MinCwnd, ConvS: s.ConvergenceS, CwndKept: s.CwndKept, Recovered: s.Recovered, Met: s.Met})
+				if !s.Judged() {
+					continue
+				}
+				ss.Judged++
+				ss.CwndKept += b2i(s.CwndKept)
+				ss.Recovered += b2i(s.Recovered)
+				ss.Met += b2i(s.Met)
+			}
+		}
+		if ss.Judged > 0 {
+			ss.Fraction = float64(ss.Met) / float64(ss.Judged)
+		}
+		out = append(out, ss)
+	}
+	return out
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// writeSequences is summary.md's section on the requirement.
+func writeSequences(b *strings.Builder, ss []SequenceSummary) {
+	if len(ss) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n## mmWave → sub-6 → mmWave sequences (issue 9's requirement: ≥ 80 %%)\n\n"+
+		"Met: the sender's snd_cwnd stayed ≥ %.0f %% of its value before the command into sub-6 in every interval up to the command back, "+
+		"and a 0.1 s bin reached %.0f %% of the mmWave capacity within %.0f s of the return's random access.\n\n",
+		SequenceCwndKeep*100, ConvergenceFraction*100, SequenceReturnS)
+	b.WriteString("| variant | sequences | judged | cwnd kept | recovered ≤ 1 s | met | fraction |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, s := range ss {
+		frac := "-"
+		if s.Judged > 0 && !math.IsNaN(s.Fraction) {
+			frac = fmt.Sprintf("%.0f %%", s.Fraction*100)
+		}
+		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s |\n", s.Variant, s.Sequences, s.Judged, s.CwndKept, s.Recovered, s.Met, frac)
+	}
+}
+
+func variantNames(vs []Variant) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Name
+	}
+	return out
+}

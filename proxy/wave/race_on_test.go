@@ -1,0 +1,5 @@
+//go:build race
+
+package wave
+
+const raceEnabled = true
