@@ -16,7 +16,8 @@ import (
 // BenchmarkTunnelBulk pushes MTU-sized packets through the tunnel over
 // loopback UDP, no emulator, at an offered rate (Mbit/s; 0: as fast as the
 // queue takes them), down (server TUN -> client, the bench's direction)
-// and up (client -> server TUN). It reports the delivered rate, the CPU time of the whole process
+// and up (client -> server TUN). The client counts its receive drops
+// (CountDrops) except in the no-trace cases. It reports the delivered rate, the CPU time of the whole process
 // per delivered packet (both ends, quic-go, the feeder), and the packets
 // lost at each stage:
 //
@@ -67,12 +68,12 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	go srv.Serve(ctx)
 	defer func() { cancel(); srv.Close(); dev.Close(); srv.Wait() }()
-	cc := ClientConfig{Server: a.String(), ServerName: "localhost", RootCAs: k.pool, Certificate: k.user, LocalAddr: "127.0.0.1:0"}
+	cc := ClientConfig{Server: a.String(), ServerName: "localhost", RootCAs: k.pool, Certificate: k.user, LocalAddr: "127.0.0.1:0", CountDrops: true}
 	switch qlog {
 	case qlogBuffered, qlogRaw:
 		cc.QlogDir, cc.qlogUnbuffered = b.TempDir(), qlog == qlogRaw
 	case noTrace:
-		cc.noTrace = true
+		cc.CountDrops = false
 	}
 	c, err := Dial(ctx, cc)
 	if err != nil {
