@@ -302,7 +302,9 @@ func LoadRun(dir string) (RunData, error) {
 		return d, err
 	}
 	if fh, err := os.Open(filepath.Join(dir, tunnelRTTFile)); err == nil {
-		d.TunnelRTTms, err = ReadTunnelRTT(fh, filepath.Join(dir, tunnelRTTFile))
+		// From the download's launch on: earlier lines are the tunnel
+		// before its restart over the emulated link (runSteps).
+		d.TunnelRTTms, err = ReadTunnelRTTSince(fh, filepath.Join(dir, tunnelRTTFile), d.LaunchNs)
 		fh.Close()
 		if err != nil {
 			return d, err
@@ -559,72 +561,35 @@ func (r *runner) run(ctx context.Context) (err error) {
 		return err
 	}
 	c := r.chain
-	bin := r.cfg.Binary
 
-	// 0. For a tunnel variant, the tunnel server beyond the emulator.
+	// 0-2. The link's processes, in runSteps's order: for a tunnel
+	// variant the tunnel server first, then the proxy (which dials the
+	// tunnel), the emulator, and a restart of the tunnel connection once
+	// the emulated link is up.
 	target := c.LaptopAddr4.String()
 	var tunnelArgs []string
-	if r.v.Tunnel() {
+	var proxy, emulator *child
+	proxyLog := filepath.Join(r.dir, proxyLogFile)
+	emuDur := time.Duration(r.secs)*time.Second + r.cfg.EmuMargin
+	emuLog := filepath.Join(r.dir, emulatorLogFile)
+	for _, step := range runSteps(r.v.Tunnel()) {
 		var err error
-		if tunnelArgs, err = r.startTunnelServer(ctx); err != nil {
+		switch step {
+		case stepTunnelServer:
+			if tunnelArgs, err = r.startTunnelServer(ctx); err != nil {
+				return err
+			}
+			target = tunnelInner
+		case stepProxy:
+			proxy, err = r.startProxy(ctx, proxyLog, tunnelArgs)
+		case stepEmulator:
+			emulator, err = r.startEmulator(ctx, emuDur, emuLog)
+		case stepTunnelRestart:
+			err = r.restartTunnel(ctx, proxy, proxyLog)
+		}
+		if err != nil {
 			return err
 		}
-		target = tunnelInner
-	}
-
-	// 1. The proxy on the phone; ready when its signalling socket exists.
-	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
-		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile),
-		"--verdict-log", filepath.Join(r.dir, verdictFile)}, r.v.Args...)
-	proxyArgs = append(proxyArgs, tunnelArgs...)
-	proxyLog := filepath.Join(r.dir, proxyLogFile)
-	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, "signalling socket "+r.sock, 10*time.Second, proxy, func() bool {
-		st, err := os.Stat(r.sock)
-		return err == nil && st.Mode()&os.ModeSocket != 0
-	}); err != nil {
-		return fmt.Errorf("%w; proxy log: %s", err, tail(proxyLog))
-	}
-
-	// 2. The emulator; ready when its TUN device is up.
-	emuDur := time.Duration(r.secs)*time.Second + r.cfg.EmuMargin
-	emuArgs := []string{bin, "emulate", "--scenario", r.cfg.Scenario, "--scale", strconv.FormatFloat(r.cfg.Scale, 'g', -1, 64),
-		"--seed", strconv.FormatUint(r.seed, 10), "--duration", emuDur.String(), "--signal-socket", r.sock,
-		"--out", filepath.Join(r.dir, emuSubdir), "--tun", emuTUN, "--ue-if", netns.EmuInIf, "--net-if", netns.EmuOutIf,
-		// The phone's uplink address too: the tunnel's UDP goes to it
-		// (nothing else does), and it must count as downlink.
-		"--ue-net", "10.77.1.0/24,fd77:1::/64," + c.PhoneUplink4.String() + "/32," + c.PhoneUplink6.String() + "/128"}
-	if r.cfg.DataDir != "" {
-		emuArgs = append(emuArgs, "--data-dir", r.cfg.DataDir)
-	}
-	if r.cfg.XCAL != "" {
-		emuArgs = append(emuArgs, "--xcal", r.cfg.XCAL)
-		if r.cfg.Capacity != "" {
-			emuArgs = append(emuArgs, "--capacity", r.cfg.Capacity)
-		}
-	}
-	if r.cfg.LateThreshold > 0 {
-		emuArgs = append(emuArgs, "--late-threshold", strconv.FormatFloat(r.cfg.LateThreshold, 'g', -1, 64))
-	}
-	emuLog := filepath.Join(r.dir, emulatorLogFile)
-	emulator, err := r.start("m2ho emulate", emuLog, c.Exec(netns.Emu, emuArgs...))
-	if err != nil {
-		return err
-	}
-	if err := waitFor(ctx, "emulator TUN "+emuTUN+"*", 10*time.Second, emulator, func() bool {
-		out, err := c.Exec(netns.Emu, "ip", "-o", "link", "show", "up").Output()
-		return err == nil && bytes.Contains(out, []byte(": "+emuTUN))
-	}); err != nil {
-		return fmt.Errorf("%w; emulator log: %s", err, tail(emuLog))
-	}
-	// Routing follows the device; give the emulator a moment to finish.
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(300 * time.Millisecond):
 	}
 
 	// 3. The receiver in the laptop namespace, its interval lines read
@@ -712,10 +677,127 @@ func (r *runner) run(ctx context.Context) (err error) {
 	return nil
 }
 
+// The steps that bring a run's link up (run, runSteps).
+const (
+	stepTunnelServer  = "tunnel server"
+	stepProxy         = "proxy"
+	stepEmulator      = "emulator"
+	stepTunnelRestart = "tunnel restart"
+)
+
+// runSteps is the order in which run brings the link up. The proxy comes
+// before the emulator, which publishes to the proxy's signalling socket
+// from its first event. A tunnel variant's proxy dials the tunnel when it
+// starts, so over the bare path (the emulator's routing is not there
+// yet): quic-go would keep that path's min RTT (~1 ms) for good, and its
+// HyStart would leave slow start at the first RTT sample above it plus
+// 4-16 ms, which at high-bdp's 600 ms left the tunnel at ~1 Mbit/s.
+// Hence the restart once the emulator is up: a new connection whose RTT
+// and congestion state are those of the emulated path.
+func runSteps(tunnel bool) []string {
+	if tunnel {
+		return []string{stepTunnelServer, stepProxy, stepEmulator, stepTunnelRestart}
+	}
+	return []string{stepProxy, stepEmulator}
+}
+
+// startProxy starts `m2ho run` on the phone; ready when its signalling
+// socket exists.
+func (r *runner) startProxy(ctx context.Context, proxyLog string, tunnelArgs []string) (*child, error) {
+	c, bin := r.chain, r.cfg.Binary
+	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
+		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile),
+		"--verdict-log", filepath.Join(r.dir, verdictFile)}, r.v.Args...)
+	proxyArgs = append(proxyArgs, tunnelArgs...)
+	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "signalling socket "+r.sock, 10*time.Second, proxy, func() bool {
+		st, err := os.Stat(r.sock)
+		return err == nil && st.Mode()&os.ModeSocket != 0
+	}); err != nil {
+		return nil, fmt.Errorf("%w; proxy log: %s", err, tail(proxyLog))
+	}
+	return proxy, nil
+}
+
+// startEmulator starts `m2ho emulate`; ready when its TUN device is up
+// (and a moment later, when its routing is in place).
+func (r *runner) startEmulator(ctx context.Context, emuDur time.Duration, emuLog string) (*child, error) {
+	c, bin := r.chain, r.cfg.Binary
+	emuArgs := []string{bin, "emulate", "--scenario", r.cfg.Scenario, "--scale", strconv.FormatFloat(r.cfg.Scale, 'g', -1, 64),
+		"--seed", strconv.FormatUint(r.seed, 10), "--duration", emuDur.String(), "--signal-socket", r.sock,
+		"--out", filepath.Join(r.dir, emuSubdir), "--tun", emuTUN, "--ue-if", netns.EmuInIf, "--net-if", netns.EmuOutIf,
+		// The phone's uplink address too: the tunnel's UDP goes to it
+		// (nothing else does), and it must count as downlink.
+		"--ue-net", "10.77.1.0/24,fd77:1::/64," + c.PhoneUplink4.String() + "/32," + c.PhoneUplink6.String() + "/128"}
+	if r.cfg.DataDir != "" {
+		emuArgs = append(emuArgs, "--data-dir", r.cfg.DataDir)
+	}
+	if r.cfg.XCAL != "" {
+		emuArgs = append(emuArgs, "--xcal", r.cfg.XCAL)
+		if r.cfg.Capacity != "" {
+			emuArgs = append(emuArgs, "--capacity", r.cfg.Capacity)
+		}
+	}
+	if r.cfg.LateThreshold > 0 {
+		emuArgs = append(emuArgs, "--late-threshold", strconv.FormatFloat(r.cfg.LateThreshold, 'g', -1, 64))
+	}
+	emulator, err := r.start("m2ho emulate", emuLog, c.Exec(netns.Emu, emuArgs...))
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "emulator TUN "+emuTUN+"*", 10*time.Second, emulator, func() bool {
+		out, err := c.Exec(netns.Emu, "ip", "-o", "link", "show", "up").Output()
+		return err == nil && bytes.Contains(out, []byte(": "+emuTUN))
+	}); err != nil {
+		return nil, fmt.Errorf("%w; emulator log: %s", err, tail(emuLog))
+	}
+	// Routing follows the device; give the emulator a moment to finish.
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(300 * time.Millisecond):
+	}
+	return emulator, nil
+}
+
+// restartTunnel makes the proxy replace its tunnel connection (SIGUSR1,
+// m2ho run's tunnelLink.restart) and waits until the new one is up: its
+// log says "tunnel up again". A new connection with other inner
+// addresses would break the download's destination (tunnelInner): an
+// error.
+func (r *runner) restartTunnel(ctx context.Context, proxy *child, proxyLog string) error {
+	count := func(what string) int {
+		b, _ := os.ReadFile(proxyLog)
+		return bytes.Count(b, []byte(what))
+	}
+	before := count("tunnel up again")
+	if err := proxy.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+		return fmt.Errorf("restarting the tunnel (SIGUSR1 to m2ho run): %w", err)
+	}
+	if err := waitFor(ctx, "the tunnel up again over the emulated link", 30*time.Second, proxy, func() bool {
+		return count("tunnel up again") > before
+	}); err != nil {
+		return fmt.Errorf("%w; proxy log: %s", err, tail(proxyLog))
+	}
+	if count("other inner addresses") > 0 {
+		return fmt.Errorf("the restarted tunnel got other inner addresses (the download goes to %s); proxy log: %s", tunnelInner, tail(proxyLog))
+	}
+	return nil
+}
+
 // ReadTunnelRTT reads `m2ho run --tunnel-rtt-log`: a header, then
 // unix_ns, latest, smoothed, min RTT (ms) per line; it returns the latest
 // RTT samples. A malformed line is an error naming name:line.
 func ReadTunnelRTT(r io.Reader, name string) ([]float64, error) {
+	return ReadTunnelRTTSince(r, name, 0)
+}
+
+// ReadTunnelRTTSince is ReadTunnelRTT keeping the lines stamped at or
+// after sinceNs (Unix ns).
+func ReadTunnelRTTSince(r io.Reader, name string, sinceNs int64) ([]float64, error) {
 	sc := bufio.NewScanner(r)
 	var out []float64
 	for n := 1; sc.Scan(); n++ {
@@ -726,11 +808,17 @@ func ReadTunnelRTT(r io.Reader, name string) ([]float64, error) {
 		if len(f) != 4 {
 			return nil, fmt.Errorf("%s:%d: want 4 tab-separated fields, got %d", name, n, len(f))
 		}
+		ts, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d: unix_ns %q: want an integer", name, n, f[0])
+		}
 		v, err := strconv.ParseFloat(f[1], 64)
 		if err != nil || v < 0 {
 			return nil, fmt.Errorf("%s:%d: latest RTT %q: want a non-negative number of ms", name, n, f[1])
 		}
-		out = append(out, v)
+		if ts >= sinceNs {
+			out = append(out, v)
+		}
 	}
 	return out, sc.Err()
 }

@@ -520,8 +520,14 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 				}
 			}
 		}()
+		// SIGUSR1: a new tunnel connection (tunnelLink.restart; the bench
+		// sends it once the emulated link is up).
+		usr1 := make(chan os.Signal, 1)
+		signal.Notify(usr1, syscall.SIGUSR1)
+		undo = append(undo, func() { signal.Stop(usr1) })
 		first := firstClient
 		ps.serve = append(ps.serve,
+			func(ctx context.Context) error { return link.restartOn(ctx, usr1) },
 			func(ctx context.Context) error { return link.supervise(ctx, first) },
 			func(ctx context.Context) error { return link.watchUplink(ctx, time.Second, kick) })
 		if hf != nil {

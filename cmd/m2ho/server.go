@@ -98,7 +98,7 @@ from the dispersion of each burst's ACK train; a predicted handover caps
 bytes in flight at the hinted ŝ_max, an executed one restarts TxTime from
 the hinted c_est. --pacer none (the default for now: through the tunnel
 Wave currently holds transfers to a few Mbit/s, cause not yet found) leaves
-pacing to quic-go (NewReno and its pacer), which stays underneath Wave in
+pacing to quic-go (CUBIC and its pacer), which stays underneath Wave in
 either case.
 
 The server creates a TUN device with its inner addresses and (unless
@@ -282,9 +282,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	undo = append(undo, func() { dev.Close() })
 	log.Info("TUN device", zap.String("name", dev.Name()), zap.String("tun_offload", offload.String()), zap.String("device", note))
 	if waves != nil {
-		fmt.Fprintf(out, "m2ho: pacer wave (bursts of %d packets, TxTime >= %v; quic-go's NewReno and pacer underneath)\n", c.WaveBurst, c.WaveMinTxTime)
+		fmt.Fprintf(out, "m2ho: pacer wave (bursts of %d packets, TxTime >= %v; quic-go's CUBIC and pacer underneath)\n", c.WaveBurst, c.WaveMinTxTime)
 	} else {
-		fmt.Fprintln(out, "m2ho: pacer none (quic-go's NewReno and pacer only)")
+		fmt.Fprintln(out, "m2ho: pacer none (quic-go's CUBIC and pacer only)")
 	}
 	srv, err := tunnel.NewServer(sc, dev)
 	if err != nil {
@@ -342,8 +342,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	dev.Close()
 	srv.Wait()
 	st := srv.Stats()
-	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d; client migrations %d\n",
-		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull, st.PeerMigrations)
+	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d, quic datagram receive queue %d, http3 datagram queue %d, send errors %d; client migrations %d\n",
+		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull,
+		st.DropDatagramRecvQueue, st.DropH3DatagramQueue, st.DropSendError, st.PeerMigrations)
 	return err
 }
 
@@ -416,6 +417,8 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(srvDescDrops, st.DropQueueFull, "queue-full")
 	cnt(srvDescDrops, st.DropNoSession, "no-session")
 	cnt(srvDescDrops, st.DropSendError, "send-error")
+	cnt(srvDescDrops, st.DropDatagramRecvQueue, "quic-datagram-receive-queue")
+	cnt(srvDescDrops, st.DropH3DatagramQueue, "h3-datagram-queue")
 	cnt(srvDescPTB, st.PTBSent)
 	cnt(srvDescClamp, st.MSSClamped)
 	for _, k := range []tunnel.HintKind{tunnel.HintPredicted, tunnel.HintExecuted, tunnel.HintWithdrawn} {

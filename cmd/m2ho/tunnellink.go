@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,7 @@ type tunnelLink struct {
 	st struct {
 		redials, redialFailures, addrChanged, downDrops atomic.Uint64
 		migrations, migrationFailures                   atomic.Uint64
+		restarts                                        atomic.Uint64
 	}
 	// prev accumulates the counters of clients that are gone, so the
 	// exported counters never go backwards.
@@ -187,6 +189,8 @@ func (l *tunnelLink) retire(c *tunnel.Client) {
 	p.HintsSent += s.HintsSent
 	p.Migrations += s.Migrations
 	p.SendsPathGone += s.SendsPathGone
+	p.DropDatagramRecvQueue += s.DropDatagramRecvQueue
+	p.DropH3DatagramQueue += s.DropH3DatagramQueue
 	l.prevMu.Unlock()
 }
 
@@ -266,6 +270,11 @@ func (l *tunnelLink) Close() error {
 	if c != nil {
 		l.retire(c)
 	}
+	s := l.Stats()
+	l.log.Info("tunnel stopped", zap.Uint64("packets_up", s.PacketsUp), zap.Uint64("packets_down", s.PacketsDown),
+		zap.Uint64("drop_up_queue_full", s.DropUpQueueFull), zap.Uint64("drop_down_queue_full", s.DropDownQueueFull),
+		zap.Uint64("drop_quic_datagram_receive_queue", s.DropDatagramRecvQueue), zap.Uint64("drop_h3_datagram_queue", s.DropH3DatagramQueue),
+		zap.Uint64("drop_tunnel_down", l.st.downDrops.Load()), zap.Uint64("restarts", l.st.restarts.Load()))
 	return nil
 }
 
@@ -299,6 +308,8 @@ func (l *tunnelLink) Stats() tunnel.ClientStats {
 		s.HintsSent += x.HintsSent
 		s.Migrations += x.Migrations
 		s.SendsPathGone += x.SendsPathGone
+		s.DropDatagramRecvQueue += x.DropDatagramRecvQueue
+		s.DropH3DatagramQueue += x.DropH3DatagramQueue
 	}
 	return s
 }
@@ -365,6 +376,40 @@ func (l *tunnelLink) watchUplink(ctx context.Context, every time.Duration, kick 
 			l.log.Info("SIGHUP: checking the uplink address")
 		}
 		l.checkUplink(ctx)
+	}
+}
+
+// restart ends the live connection (CONNECTION_CLOSE) and lets supervise
+// dial a new one straight away; the server hands this identity its inner
+// addresses back (tunnel.ServerConfig.AddressHold). A new connection measures the path afresh:
+// quic-go's RTT estimate (its min RTT is never forgotten) and congestion
+// controller (HyStart leaves slow start as soon as the RTT exceeds that
+// min RTT by 4-16 ms) restart on the path as it is now. It is what the
+// bench does once the emulated link is up, since the tunnel was dialled
+// over the bare path before (SIGUSR1). Flows survive it as a redial: if
+// the server hands out the same inner address again.
+func (l *tunnelLink) restart() {
+	c := l.current()
+	if c == nil {
+		return
+	}
+	l.st.restarts.Add(1)
+	l.log.Info("restarting the tunnel connection: a new connection measures the path afresh")
+	c.Close()
+}
+
+// restartOn calls restart for each value from sig (SIGUSR1) until ctx
+// ends.
+func (l *tunnelLink) restartOn(ctx context.Context, sig <-chan os.Signal) error {
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-l.done:
+			return nil
+		case <-sig:
+			l.restart()
+		}
 	}
 }
 
@@ -452,6 +497,8 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescBytes, s.BytesDown, "down")
 	cnt(tcDescDrops, s.DropUpQueueFull, "up-queue-full")
 	cnt(tcDescDrops, s.DropDownQueueFull, "down-queue-full")
+	cnt(tcDescDrops, s.DropDatagramRecvQueue, "quic-datagram-receive-queue")
+	cnt(tcDescDrops, s.DropH3DatagramQueue, "h3-datagram-queue")
 	cnt(tcDescDrops, s.DropInvalid, "invalid")
 	cnt(tcDescDrops, s.DropNATConflict, "nat-conflict")
 	cnt(tcDescDrops, s.DropRefused, "refused")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,5 +156,71 @@ func TestTunnelLinkRedials(t *testing.T) {
 	case <-supDone:
 	case <-time.After(10 * time.Second):
 		t.Fatal("supervisor did not end")
+	}
+}
+
+// SIGUSR1 (restartOn) replaces the live connection by a new one, which
+// measures the path afresh (the bench sends it once the emulated link is
+// up); the server released the old session, so the new one gets the same
+// inner address and tunnelled packets keep flowing.
+func TestTunnelLinkRestart(t *testing.T) {
+	dir := t.TempDir()
+	if err := newKeysCmdRun(t, dir); err != nil {
+		t.Fatal(err)
+	}
+	_, dev, addr, stop := startTestServer(t, dir, "127.0.0.1:0")
+	defer stop()
+	f := tunnelFlags{Server: addr, ServerName: "localhost", CA: filepath.Join(dir, "ca.crt"),
+		Cert: filepath.Join(dir, "phone-1.crt"), Key: filepath.Join(dir, "phone-1.key")}
+	link := newTunnelLink(f, zap.NewNop(), nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c, err := link.dial(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer link.Close()
+	inner := c.Addresses()[0].Addr()
+	go link.supervise(ctx, c)
+	sig := make(chan os.Signal, 1)
+	go link.restartOn(ctx, sig)
+
+	sig <- syscall.SIGUSR1
+	select {
+	case <-c.Done():
+	case <-time.After(20 * time.Second):
+		t.Fatal("the old connection was not closed")
+	}
+	deadline := time.Now().Add(40 * time.Second)
+	for n := link.current(); n == nil || n == c; n = link.current() {
+		if time.Now().After(deadline) {
+			t.Fatal("no new connection after the restart")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := link.current().Addresses()[0].Addr(); got != inner || link.st.addrChanged.Load() != 0 {
+		t.Fatalf("new connection's inner address %v (changes counted %d), want %v again", got, link.st.addrChanged.Load(), inner)
+	}
+	if link.st.restarts.Load() != 1 || link.st.redials.Load() != 1 || link.st.redialFailures.Load() != 0 {
+		t.Fatalf("restarts %d, redials %d (failed %d): want 1, 1, 0", link.st.restarts.Load(), link.st.redials.Load(), link.st.redialFailures.Load())
+	}
+	laptop := netip.MustParseAddrPort("192.168.42.10:40000")
+	server := netip.MustParseAddrPort("198.51.100.7:5201")
+	pkt := packettest.TCP{Src: laptop, Dst: server, Seq: 1, Flags: packettest.ACK, Window: 100, Payload: []byte("hello")}.Build()
+	for got := false; !got; {
+		if _, err := link.Write([][]byte{append([]byte(nil), pkt...)}, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-dev.Outbound:
+			if src, _ := netip.AddrFromSlice(p[12:16]); src != inner {
+				t.Fatalf("source %v at the server, want %v", src, inner)
+			}
+			got = true
+		case <-time.After(200 * time.Millisecond):
+			if time.Now().After(deadline) {
+				t.Fatal("no packet through the new connection")
+			}
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/netip"
@@ -58,8 +59,19 @@ type ClientConfig struct {
 	NATHosts []netip.Addr
 	// QlogDir, when set, gets the connection's qlog file.
 	QlogDir string
+	// CountDrops keeps a qlog trace without a file too, so that the
+	// DATAGRAMs quic-go and http3 drop on receipt are counted
+	// (DropDatagramRecvQueue, DropH3DatagramQueue; qlog.go). Off by
+	// default: with a trace quic-go builds an event per packet
+	// (BenchmarkTunnelUpload: ~22 -> ~30 allocations per packet), which
+	// also slows the receive chain whose lag causes those drops.
+	CountDrops bool
 	// Log gets the client's log lines (zap.NewNop when nil).
 	Log *zap.Logger
+
+	// qlogUnbuffered writes the qlog file unbuffered, as before
+	// bufferedFile (BenchmarkTunnelBulk's before/after only).
+	qlogUnbuffered bool
 }
 
 // ClientStats are the client's counters.
@@ -76,6 +88,10 @@ type ClientStats struct {
 	HintsSent              uint64
 	Migrations             uint64
 	SendsPathGone          uint64 // UDP sends refused (address or route gone): taken as lost
+	// DropDatagramRecvQueue: quic-go's DATAGRAM receive queue was full
+	// (downlink packets lost); DropH3DatagramQueue: inferred, http3's
+	// per-stream DATAGRAM queue was full (see eventH3DatagramParsed).
+	DropDatagramRecvQueue, DropH3DatagramQueue uint64
 }
 
 // Client is the phone's end of the tunnel: a CONNECT-IP session over one
@@ -118,6 +134,7 @@ type Client struct {
 		invalid, natConflict, refused, ptb, clamp  atomic.Uint64
 		hints, migrations                          atomic.Uint64
 		pathGone                                   atomic.Uint64 // sends refused for want of an address/route: lost
+		dgramRecv, h3Parsed, peerProcessed         atomic.Uint64
 	}
 }
 
@@ -196,22 +213,40 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		MaxIdleTimeout:    30 * time.Second,
 		KeepAlivePeriod:   10 * time.Second,
 	}
-	// Without a qlog file the client needs no trace: Write checks source
-	// and destination itself (allowed) before connect-ip-go would, so the
-	// per-packet qlog events quic-go builds for a trace are not paid for.
-	if cfg.QlogDir != "" {
+	// Without a qlog file or CountDrops the client needs no trace: Write
+	// checks source and destination itself (allowed) before connect-ip-go
+	// would, so the per-packet qlog events quic-go builds for a trace are
+	// not paid for; the receive drops are then not counted here.
+	if cfg.QlogDir != "" || cfg.CountDrops {
 		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
 			t := &countingTrace{count: func(reason string, _ bool) {
-				if reason != "packet_too_large" { // answered with a PTB, counted there
+				switch reason {
+				case "packet_too_large": // answered with a PTB, counted there
+				case reasonDatagramRecvQueue:
+					// reasonDatagramTooLarge (fits no packet) falls to
+					// refused below: quic-go would not send it.
+					c.st.dgramRecv.Add(1)
+				case eventH3DatagramParsed:
+					c.st.h3Parsed.Add(1)
+				case eventPeerPacketProcessed:
+					c.st.peerProcessed.Add(1)
+				default:
 					c.st.refused.Add(1)
 				}
 			}}
+			if cfg.QlogDir == "" {
+				return t
+			}
 			f, err := os.Create(filepath.Join(cfg.QlogDir, fmt.Sprintf("%s_client.sqlog", odcid)))
 			if err != nil {
 				cfg.Log.Warn("qlog", zap.Error(err))
 				return t
 			}
-			t.file = qlogwriter.NewConnectionFileSeq(f, isClient, odcid)
+			var w io.WriteCloser = newBufferedFile(f)
+			if cfg.qlogUnbuffered {
+				w = f
+			}
+			t.file = qlogwriter.NewConnectionFileSeq(w, isClient, odcid)
 			go t.file.Run()
 			return t
 		}
@@ -598,6 +633,7 @@ func (c *Client) Stats() ClientStats {
 		DropInvalid: c.st.invalid.Load(), DropNATConflict: c.st.natConflict.Load(),
 		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
 		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),
+		DropDatagramRecvQueue: c.st.dgramRecv.Load(), DropH3DatagramQueue: h3Lost(c.st.h3Parsed.Load(), c.st.peerProcessed.Load()),
 	}
 }
 

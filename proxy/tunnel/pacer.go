@@ -7,8 +7,9 @@ import "time"
 // is given, driven by the tunnel's sender loop. Inputs are the packets sent
 // and the phone's handover hints; ACK timing, which Wave also needs, comes
 // from quic-go's Config.Tracer (qlogwriter events), see ServerConfig.Tracer.
-// quic-go's own NewReno congestion controller and pacer stay underneath
-// whatever a Pacer does (quic-go v0.65 has no pluggable controller).
+// quic-go's own congestion controller (CUBIC with HyStart; NewReno after a
+// path migration) and pacer stay underneath whatever a Pacer does (quic-go
+// v0.65 has no pluggable controller).
 //
 // A Pacer is used by one sender loop at a time; Hint may come from another
 // goroutine, so an implementation that keeps state guards it.

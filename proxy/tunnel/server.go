@@ -105,6 +105,8 @@ type ServerStats struct {
 	DropQueueFull                uint64 // downlink queue bound
 	DropNoSession                uint64 // from the TUN to an address no session holds
 	DropSendError                uint64
+	DropDatagramRecvQueue        uint64 // quic-go's DATAGRAM receive queue was full (uplink packets lost)
+	DropH3DatagramQueue          uint64 // inferred: http3's per-stream DATAGRAM queue was full (see eventH3DatagramParsed)
 	PTBSent                      uint64 // Packet Too Big for an oversize downlink packet
 	MSSClamped                   uint64
 	Hints                        [4]uint64 // by HintKind
@@ -147,7 +149,7 @@ type Server struct {
 		packetsUp, bytesUp, packetsDown, bytesDown                    atomic.Uint64
 		dropSpoofed, dropRoutes, dropInvalid, dropNoSession, dropSend atomic.Uint64
 		ptb, clamped, hintsRejected, peerMigrations                   atomic.Uint64
-		superseded                                                    atomic.Uint64
+		superseded, dropDgramRecv, h3Parsed, peerProcessed            atomic.Uint64
 		hints                                                         [4]atomic.Uint64
 	}
 	dropQueueClosed atomic.Uint64 // queue-full drops of sessions already gone
@@ -811,6 +813,8 @@ func (s *Server) Stats() ServerStats {
 	st.DropInvalid = s.st.dropInvalid.Load()
 	st.DropNoSession = s.st.dropNoSession.Load()
 	st.DropSendError = s.st.dropSend.Load()
+	st.DropDatagramRecvQueue = s.st.dropDgramRecv.Load()
+	st.DropH3DatagramQueue = h3Lost(s.st.h3Parsed.Load(), s.st.peerProcessed.Load())
 	st.PTBSent = s.st.ptb.Load()
 	st.MSSClamped = s.st.clamped.Load()
 	st.HintsRejected = s.st.hintsRejected.Load()
@@ -881,7 +885,7 @@ func (s *Server) tracer(_ context.Context, isClient bool, odcid quic.ConnectionI
 		if err != nil {
 			s.log.Warn("qlog", zap.Error(err))
 		} else {
-			fs := qlogwriter.NewConnectionFileSeq(f, isClient, odcid)
+			fs := qlogwriter.NewConnectionFileSeq(newBufferedFile(f), isClient, odcid)
 			go fs.Run()
 			t.file = fs
 		}
@@ -891,15 +895,24 @@ func (s *Server) tracer(_ context.Context, isClient bool, odcid quic.ConnectionI
 
 func (s *Server) countDrop(reason string, fromPeer bool) {
 	if !fromPeer {
-		return // downlink drops are counted where WritePacket is called
+		if reason == reasonDatagramTooLarge {
+			s.st.dropSend.Add(1) // accepted by SendDatagram, then fit no packet
+		}
+		return // other downlink drops are counted where WritePacket is called
 	}
 	switch reason {
+	case eventH3DatagramParsed:
+		s.st.h3Parsed.Add(1)
+	case eventPeerPacketProcessed:
+		s.st.peerProcessed.Add(1)
 	case "source_address_not_allowed":
 		s.st.dropSpoofed.Add(1)
 	case "destination_address_not_allowed", "protocol_not_allowed":
 		s.st.dropRoutes.Add(1)
 	case "send_error":
 		s.st.dropSend.Add(1)
+	case reasonDatagramRecvQueue:
+		s.st.dropDgramRecv.Add(1)
 	default:
 		s.st.dropInvalid.Add(1)
 	}
