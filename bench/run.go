@@ -187,7 +187,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	defer os.RemoveAll(sockDir)
 
 	cfg.Log.Info("bench", zap.String("scenario", sc.Name), zap.Float64("scale", cfg.Scale),
-		zap.Int("scheduled_handovers", len(sc.Config.Schedule.Handovers)), zap.Int("seconds", secs),
+		zap.Int("scheduled_handovers_file_seed", len(sc.Config.Schedule.Handovers)), // each seed draws its own drive zap.Int("seconds", secs),
 		zap.Int("repeat", cfg.Repeat), zap.String("out", cfg.OutDir))
 
 	total := cfg.Repeat * len(cfg.Variants)
