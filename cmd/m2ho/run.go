@@ -70,12 +70,13 @@ type runConfig struct {
 	TunnelHints      bool   `yaml:"tunnel-hints"`
 	TunnelNATHost    string `yaml:"tunnel-nat-host"`
 	TunnelRTTLog     string `yaml:"tunnel-rtt-log"`
+	TunnelCountDrops bool   `yaml:"tunnel-count-drops"`
 }
 
 // tunnel is the tunnel part of the configuration.
 func (c *runConfig) tunnel() tunnelFlags {
 	return tunnelFlags{Server: c.TunnelServer, ServerName: c.TunnelServerName, CA: c.TunnelCA, Cert: c.TunnelCert,
-		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost}
+		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost, CountDrops: c.TunnelCountDrops}
 }
 
 func defaultRunConfig() runConfig {
@@ -185,6 +186,7 @@ Example (as root):
 	fs.StringVar(&c.TunnelQlogDir, "tunnel-qlog-dir", c.TunnelQlogDir, "write the tunnel connection's qlog into this directory (empty: off)")
 	fs.StringVar(&c.TunnelNATHost, "tunnel-nat-host", c.TunnelNATHost, "tethered host that the tunnel's inner address stands for from the start, so the far side may open connections to it (default: the first host that sends)")
 	fs.StringVar(&c.TunnelRTTLog, "tunnel-rtt-log", c.TunnelRTTLog, "file to append the tunnel's RTT to every 100ms: unix_ns, latest, smoothed, min RTT in ms (quic-go's statistics; empty: off)")
+	fs.BoolVar(&c.TunnelCountDrops, "tunnel-count-drops", c.TunnelCountDrops, "count the tunnel DATAGRAMs quic-go and http3 drop on receipt (shown when the tunnel stops and in the metrics; costs a qlog trace in quic-go, ~8 allocations per packet; a --tunnel-qlog-dir counts them too)")
 	fs.BoolVar(&c.TunnelHints, "tunnel-hints", c.TunnelHints, "send the controller's handover hints (predicted with ŝ_max, executed with c_est, withdrawn) to the tunnel server")
 	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")

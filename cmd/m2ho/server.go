@@ -52,6 +52,7 @@ type serverConfig struct {
 	Pacer             string        `yaml:"pacer"`
 	WaveBurst         int           `yaml:"wave-burst"`
 	WaveMinTxTime     time.Duration `yaml:"wave-min-tx-time"`
+	WaveMaxBurst      int           `yaml:"wave-max-burst"`
 }
 
 func defaultServerConfig() serverConfig {
@@ -72,6 +73,7 @@ func defaultServerConfig() serverConfig {
 		Pacer:         pacerNone,
 		WaveBurst:     wave.DefaultBurstPackets,
 		WaveMinTxTime: wave.DefaultMinTxTime,
+		WaveMaxBurst:  wave.DefaultMaxBurstPackets,
 	}
 }
 
@@ -93,8 +95,11 @@ are dropped and counted. Per client identity (certificate CN) at most
 same connection (proxy/tunnel/HINTS.md) and are logged and counted.
 
 --pacer wave puts QUIC Wave's burst pacer in front of each
-session's downlink: bursts of --wave-burst packets, one every TxTime, TxTime
-from the dispersion of each burst's ACK train; a predicted handover caps
+session's downlink: bursts of --wave-burst packets (growing up to
+--wave-max-burst while TxTime sits at its floor), one every TxTime, TxTime
+from the dispersion of each burst's ACK train; the downlink queue is held
+at about twice Wave's bandwidth-delay estimate (drops counted); a predicted
+handover caps
 bytes in flight at the hinted ŝ_max, an executed one restarts TxTime from
 the hinted c_est. --pacer none (the default for now: through the tunnel
 Wave currently holds transfers to a few Mbit/s, cause not yet found) leaves
@@ -149,6 +154,7 @@ Example (as root):
 	fs.StringVar(&c.Pacer, "pacer", c.Pacer, "downlink pacer per session: none (quic-go's own pacing only) or wave (QUIC Wave bursts, handover hints applied; experimental, see README)")
 	fs.IntVar(&c.WaveBurst, "wave-burst", c.WaveBurst, "packets per Wave burst (with TxTime >= --wave-min-tx-time this bounds the rate: 10 packets per 1ms is ~100 Mbit/s)")
 	fs.DurationVar(&c.WaveMinTxTime, "wave-min-tx-time", c.WaveMinTxTime, "floor of Wave's TxTime")
+	fs.IntVar(&c.WaveMaxBurst, "wave-max-burst", c.WaveMaxBurst, "largest adaptive Wave burst in packets (the burst doubles from --wave-burst while TxTime is at its floor); equal to --wave-burst: fixed bursts")
 	return cmd
 }
 
@@ -232,11 +238,14 @@ func (c *serverConfig) pacers(log *zap.Logger, sc *tunnel.ServerConfig) (*wavePa
 		if c.WaveMinTxTime <= 0 {
 			return nil, fmt.Errorf("--wave-min-tx-time %v: must be positive", c.WaveMinTxTime)
 		}
+		if c.WaveMaxBurst < c.WaveBurst {
+			return nil, fmt.Errorf("--wave-max-burst %d: must be at least --wave-burst %d", c.WaveMaxBurst, c.WaveBurst)
+		}
 		wc := wave.DefaultConfig()
-		wc.BurstPackets, wc.MinTxTime = c.WaveBurst, c.WaveMinTxTime
-		w, err := newWavePacers(wc, c.MTU, log.Named("wave"))
+		wc.BurstPackets, wc.MinTxTime, wc.MaxBurstPackets = c.WaveBurst, c.WaveMinTxTime, c.WaveMaxBurst
+		w, err := newWavePacers(wc, log.Named("wave"))
 		if err != nil {
-			return nil, fmt.Errorf("--wave-burst/--wave-min-tx-time: %w", err)
+			return nil, fmt.Errorf("--wave-burst/--wave-max-burst/--wave-min-tx-time: %w", err)
 		}
 		w.install(sc)
 		return w, nil
@@ -342,9 +351,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	dev.Close()
 	srv.Wait()
 	st := srv.Stats()
-	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d, quic datagram receive queue %d, http3 datagram queue %d, send errors %d; client migrations %d\n",
+	fmt.Fprintf(out, "m2ho: server stopped: %d connection(s), %d session(s); up %d pkts, down %d pkts; dropped: spoofed %d, outside routes %d, queue %d, queue limit %d, uplink ring %d, quic datagram receive queue %d, http3 datagram queue %d, send errors %d; client migrations %d\n",
 		st.ConnsAccepted, st.SessionsOpened, st.PacketsUp, st.PacketsDown, st.DropSpoofedSource, st.DropOutsideRoutes, st.DropQueueFull,
-		st.DropDatagramRecvQueue, st.DropH3DatagramQueue, st.DropSendError, st.PeerMigrations)
+		st.DropQueueLimit, st.DropUpQueueFull, st.DropDatagramRecvQueue, st.DropH3DatagramQueue, st.DropSendError, st.PeerMigrations)
 	return err
 }
 
@@ -415,6 +424,8 @@ func (c *serverCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(srvDescDrops, st.DropOutsideRoutes, "outside-routes")
 	cnt(srvDescDrops, st.DropInvalid, "invalid")
 	cnt(srvDescDrops, st.DropQueueFull, "queue-full")
+	cnt(srvDescDrops, st.DropQueueLimit, "queue-limit")
+	cnt(srvDescDrops, st.DropUpQueueFull, "up-ring-full")
 	cnt(srvDescDrops, st.DropNoSession, "no-session")
 	cnt(srvDescDrops, st.DropSendError, "send-error")
 	cnt(srvDescDrops, st.DropDatagramRecvQueue, "quic-datagram-receive-queue")

@@ -78,6 +78,7 @@ func TestServerCheckNamesFlags(t *testing.T) {
 		{func(c *serverConfig) { c.Pacer = "bbr" }, `--pacer "bbr"`},
 		{func(c *serverConfig) { c.Pacer, c.WaveBurst = "wave", 0 }, "--wave-burst"},
 		{func(c *serverConfig) { c.Pacer, c.WaveMinTxTime = "wave", -1 }, "--wave-min-tx-time"},
+		{func(c *serverConfig) { c.Pacer, c.WaveBurst, c.WaveMaxBurst = "wave", 20, 10 }, "--wave-max-burst 10"},
 		{func(c *serverConfig) { c.TUNOffload = "maybe" }, "--tun-offload"},
 		{func(c *serverConfig) { c.AddressHold = -1 }, "--address-hold"},
 		{func(c *serverConfig) { c.MaxHeldAddresses = -1 }, "--max-held-addresses"},
@@ -145,7 +146,7 @@ func TestServerCollector(t *testing.T) {
 	}
 	for name, n := range map[string]int{
 		"m2ho_tunnel_connections_total": 2, "m2ho_tunnel_sessions_total": 2, "m2ho_tunnel_sessions_open": 1,
-		"m2ho_tunnel_packets_total": 2, "m2ho_tunnel_bytes_total": 2, "m2ho_tunnel_drops_total": 6,
+		"m2ho_tunnel_packets_total": 2, "m2ho_tunnel_bytes_total": 2, "m2ho_tunnel_drops_total": 10,
 		"m2ho_tunnel_packet_too_big_total": 1, "m2ho_tunnel_mss_clamped_total": 1,
 		"m2ho_tunnel_hints_total": 3, "m2ho_tunnel_hints_rejected_total": 1,
 		"m2ho_tunnel_peer_migrations_total": 1, "m2ho_tunnel_addresses_resumed_total": 1,

@@ -91,8 +91,18 @@ func TestTunnelFlagsNameTheFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	ok := tunnelFlags{Server: "127.0.0.1:4433", CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, "phone-1.crt"), Key: filepath.Join(dir, "phone-1.key")}
-	if _, err := ok.clientConfig(zap.NewNop()); err != nil {
+	if cc, err := ok.clientConfig(zap.NewNop()); err != nil || cc.CountDrops {
+		t.Fatalf("%v; CountDrops %v without --tunnel-count-drops", err, cc.CountDrops)
+	}
+	// --tunnel-count-drops (or its YAML key) reaches ClientConfig.CountDrops.
+	rc, err := resolveRun(t, "--tunnel-count-drops")
+	if err != nil {
 		t.Fatal(err)
+	}
+	counting := ok
+	counting.CountDrops = rc.tunnel().CountDrops
+	if cc, err := counting.clientConfig(zap.NewNop()); err != nil || !cc.CountDrops {
+		t.Fatalf("--tunnel-count-drops: %v; CountDrops %v", err, cc.CountDrops)
 	}
 	for _, tc := range []struct {
 		mod  func(*tunnelFlags)

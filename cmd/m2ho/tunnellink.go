@@ -181,6 +181,7 @@ func (l *tunnelLink) retire(c *tunnel.Client) {
 	p.BytesDown += s.BytesDown
 	p.DropUpQueueFull += s.DropUpQueueFull
 	p.DropDownQueueFull += s.DropDownQueueFull
+	p.DropUpQueueLimit += s.DropUpQueueLimit
 	p.DropInvalid += s.DropInvalid
 	p.DropNATConflict += s.DropNATConflict
 	p.DropRefused += s.DropRefused
@@ -273,6 +274,8 @@ func (l *tunnelLink) Close() error {
 	s := l.Stats()
 	l.log.Info("tunnel stopped", zap.Uint64("packets_up", s.PacketsUp), zap.Uint64("packets_down", s.PacketsDown),
 		zap.Uint64("drop_up_queue_full", s.DropUpQueueFull), zap.Uint64("drop_down_queue_full", s.DropDownQueueFull),
+		zap.Uint64("drop_up_queue_limit", s.DropUpQueueLimit),
+		zap.Bool("receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != ""),
 		zap.Uint64("drop_quic_datagram_receive_queue", s.DropDatagramRecvQueue), zap.Uint64("drop_h3_datagram_queue", s.DropH3DatagramQueue),
 		zap.Uint64("drop_tunnel_down", l.st.downDrops.Load()), zap.Uint64("restarts", l.st.restarts.Load()))
 	return nil
@@ -300,6 +303,7 @@ func (l *tunnelLink) Stats() tunnel.ClientStats {
 		s.BytesDown += x.BytesDown
 		s.DropUpQueueFull += x.DropUpQueueFull
 		s.DropDownQueueFull += x.DropDownQueueFull
+		s.DropUpQueueLimit += x.DropUpQueueLimit
 		s.DropInvalid += x.DropInvalid
 		s.DropNATConflict += x.DropNATConflict
 		s.DropRefused += x.DropRefused
@@ -497,6 +501,7 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescBytes, s.BytesDown, "down")
 	cnt(tcDescDrops, s.DropUpQueueFull, "up-queue-full")
 	cnt(tcDescDrops, s.DropDownQueueFull, "down-queue-full")
+	cnt(tcDescDrops, s.DropUpQueueLimit, "up-queue-limit")
 	cnt(tcDescDrops, s.DropDatagramRecvQueue, "quic-datagram-receive-queue")
 	cnt(tcDescDrops, s.DropH3DatagramQueue, "h3-datagram-queue")
 	cnt(tcDescDrops, s.DropInvalid, "invalid")

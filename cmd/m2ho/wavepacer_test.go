@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/m2ho/m2ho/proxy/tunnel"
@@ -13,7 +14,7 @@ import (
 
 func newTestWavePacer(t *testing.T) (*wavePacers, *wavePacer) {
 	t.Helper()
-	set, err := newWavePacers(wave.DefaultConfig(), 1280, zap.NewNop())
+	set, err := newWavePacers(wave.DefaultConfig(), zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -21,7 +22,7 @@ func newTestWavePacer(t *testing.T) (*wavePacers, *wavePacer) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return set, &wavePacer{set: set, p: p, ev: wave.NewEvents(64), id: "phone-1"}
+	return set, &wavePacer{set: set, g: wave.NewGate(p, wave.NewEvents(64)), id: "phone-1"}
 }
 
 // The adapter on the tunnel's Pacer seam: a burst of 10 at once, then a
@@ -31,22 +32,17 @@ func newTestWavePacer(t *testing.T) (*wavePacers, *wavePacer) {
 func TestWavePacerAdapter(t *testing.T) {
 	set, w := newTestWavePacer(t)
 	t0 := time.Unix(1000, 0)
-	// Fewer than a burst queued: the window waits for more (burstHold),
-	// then lets them go as they are.
-	if n, wait := w.Budget(t0.Add(-10*time.Millisecond), 3); n != 0 || wait != burstHold {
-		t.Fatalf("3 queued: %d, %v; want a hold of %v", n, wait, burstHold)
+	// Fewer than a burst queued: no burst-fill hold (wave.Gate), they go
+	// at once as a partial burst.
+	_, w2 := newTestWavePacer(t)
+	if n, wait := w2.Budget(t0, 3); n != 3 || wait != 0 {
+		t.Fatalf("3 queued: %d, %v; want all 3 now", n, wait)
 	}
-	if n, wait := w.Budget(t0.Add(-8*time.Millisecond), 4); n != 0 || wait != 3*time.Millisecond {
-		t.Fatalf("4 queued 2ms later: %d, %v; want the 3ms left of the hold", n, wait)
+	// No BDP estimate yet: the static queue bound stays.
+	if l := w.QueueLimit(); l != 0 {
+		t.Fatalf("QueueLimit before any ACK %d, want 0", l)
 	}
-	set2, w2 := newTestWavePacer(t)
-	_ = set2
-	if n, _ := w2.Budget(t0, 3); n != 0 {
-		t.Fatal("no hold")
-	}
-	if n, _ := w2.Budget(t0.Add(burstHold), 3); n != 3 {
-		t.Fatalf("after the hold %d, want the 3 queued", n)
-	}
+	var _ tunnel.QueueLimiter = w
 	n, wait := w.Budget(t0, 25)
 	if n != 10 || wait != 0 {
 		t.Fatalf("first budget %d, %v; want a burst of 10 now", n, wait)
@@ -56,7 +52,7 @@ func TestWavePacerAdapter(t *testing.T) {
 		// budget's, so the burst is one release, not ten.
 		w.Sent(t0.Add(time.Duration(i)*time.Microsecond), 1280)
 	}
-	if c := w.p.State().Counters; c.Bursts != 1 || c.ReleaseOverrun != 0 {
+	if c := w.g.State().Counters; c.Bursts != 1 || c.ReleaseOverrun != 0 {
 		t.Fatalf("counters after one burst: %+v", c)
 	}
 	n, wait = w.Budget(t0.Add(time.Millisecond), 15)
@@ -78,7 +74,7 @@ func TestWavePacerAdapter(t *testing.T) {
 	}
 	// Executed at 1.35 MB/s: a burst of 10 × 1350 bytes takes 10 ms.
 	w.Hint(t0.Add(310*time.Millisecond), tunnel.Hint{Kind: tunnel.HintExecuted, CellType: signaling.CellMmWave, CEst: 1.35e6})
-	if tx := w.p.TxTime(); tx != 10*time.Millisecond {
+	if tx := w.g.State().TxTime; tx != 10*time.Millisecond {
 		t.Fatalf("TxTime after the executed hint %v, want 10ms", tx)
 	}
 	if n, _ = w.Budget(t0.Add(311*time.Millisecond), 15); n != 10 {
@@ -93,5 +89,63 @@ func TestWavePacerAdapter(t *testing.T) {
 	}
 	if set.refused.Load() != 1 {
 		t.Errorf("refused %d, want 1", set.refused.Load())
+	}
+}
+
+// The adaptive burst's counters reach the metrics (finished and live
+// sessions summed), with each live session's burst size; --wave-max-burst
+// reaches wave.Config.MaxBurstPackets.
+func TestWaveCollectorBurstCounters(t *testing.T) {
+	set, w := newTestWavePacer(t)
+	set.gone = wave.Counters{BurstsPartial: 2, BurstGrows: 3, BurstShrinks: 1}
+	set.live[w] = struct{}{}
+	t0 := time.Unix(1000, 0)
+	if n, _ := w.Budget(t0, 3); n != 3 {
+		t.Fatalf("budget %d, want 3", n)
+	}
+	for range 3 {
+		w.Sent(t0, 1280)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&waveCollector{w: set})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			k := mf.GetName()
+			for _, l := range m.GetLabel() {
+				k += "{" + l.GetValue() + "}"
+			}
+			if c := m.GetCounter(); c != nil {
+				got[k] = c.GetValue()
+			} else {
+				got[k] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	for k, want := range map[string]float64{
+		"m2ho_wave_bursts_total{partial}":            2,
+		"m2ho_wave_burst_size_changes_total{grow}":   3,
+		"m2ho_wave_burst_size_changes_total{shrink}": 1,
+		"m2ho_wave_burst_packets{0}":                 float64(wave.DefaultBurstPackets),
+		"m2ho_wave_bursts_total{opened}":             1,
+	} {
+		if got[k] != want {
+			t.Errorf("%s = %v, want %v", k, got[k], want)
+		}
+	}
+
+	c := defaultServerConfig()
+	c.Pacer, c.WaveMaxBurst = pacerWave, 40
+	var sc tunnel.ServerConfig
+	wp, err := c.pacers(zap.NewNop(), &sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wp.cfg.MaxBurstPackets != 40 || sc.NewConnPacer == nil {
+		t.Fatalf("MaxBurstPackets %d, want 40 (--wave-max-burst)", wp.cfg.MaxBurstPackets)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -29,6 +30,8 @@ import (
 //     full because the receiving end's reader fell behind;
 //   - h3-queue-drops: inferred (qlog.go): http3's per-stream DATAGRAM
 //     queue (32) was full; it drops silently;
+//   - ring-drops: the receiving end's queue between its reader and the
+//     TUN (the server's uplink ring, the client's downlink queue) was full;
 //   - unaccounted: handed to SendDatagram and neither delivered nor
 //     counted above (quic-lost: what quic-go declared lost on the wire).
 //
@@ -46,18 +49,51 @@ func BenchmarkTunnelBulk(b *testing.B) {
 	// The client without any trace (its receive drops then uncounted).
 	b.Run("down/50Mbps/no-trace", func(b *testing.B) { benchBulk(b, true, 50, noTrace) })
 	b.Run("down/200Mbps/no-trace", func(b *testing.B) { benchBulk(b, true, 200, noTrace) })
+	// Up with a TUN write that costs a system call per packet, as a real
+	// TUN's does (one write(2) to /dev/null each), through the uplink ring
+	// and, as before it, written inline by the reader (inlineUplink).
+	for _, rate := range []int{200, 0} {
+		b.Run(fmt.Sprintf("up/%dMbps/syscall-tun", rate), func(b *testing.B) { benchBulk(b, false, rate, syscallTUN) })
+		b.Run(fmt.Sprintf("up/%dMbps/syscall-tun/inline-before", rate), func(b *testing.B) { benchBulk(b, false, rate, syscallTUNInline) })
+	}
+}
+
+// devNullTUN is a ChannelTUN whose Write also writes each packet to
+// /dev/null: a system call per packet, as a TUN's write costs.
+type devNullTUN struct {
+	*tun.ChannelTUN
+	null *os.File
+}
+
+func (d *devNullTUN) Write(bufs [][]byte, offset int) (int, error) {
+	for _, b := range bufs {
+		d.null.Write(b[offset:])
+	}
+	return d.ChannelTUN.Write(bufs, offset)
 }
 
 const (
 	qlogBuffered = 1 + iota
 	qlogRaw
 	noTrace
+	syscallTUN
+	syscallTUNInline
 )
 
 func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 	k := newPKIB(b)
 	dev := tun.NewChannelTUN(1500, 16)
-	srv, err := NewServer(ServerConfig{Certificate: k.server, ClientCAs: k.pool, InnerPrefixes: []netip.Prefix{innerV4}, Routes: []netip.Prefix{routeV4}}, dev)
+	var sdev Device = dev
+	if qlog == syscallTUN || qlog == syscallTUNInline {
+		null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer null.Close()
+		sdev = &devNullTUN{ChannelTUN: dev, null: null}
+	}
+	srv, err := NewServer(ServerConfig{Certificate: k.server, ClientCAs: k.pool, InnerPrefixes: []netip.Prefix{innerV4}, Routes: []netip.Prefix{routeV4},
+		inlineUplink: qlog == syscallTUNInline}, sdev)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -174,8 +210,9 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	st1, cs1, cst1 := srv.Stats(), c.ConnectionStats(), c.Stats()
 	delivered := float64(got.Load() - got0)
-	var sent, qdrops, rdrops, hdrops float64
+	var sent, qdrops, rdrops, hdrops, rings float64
 	if down {
+		rings = float64(cst1.DropDownQueueFull - cst0.DropDownQueueFull)
 		sent = float64(st1.PacketsDown - st0.PacketsDown)
 		qdrops = float64(st1.DropQueueFull - st0.DropQueueFull)
 		rdrops = float64(cst1.DropDatagramRecvQueue - cst0.DropDatagramRecvQueue)
@@ -183,6 +220,7 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 	} else {
 		sent = float64(cst1.PacketsUp - cst0.PacketsUp)
 		qdrops = float64(cst1.DropUpQueueFull - cst0.DropUpQueueFull)
+		rings = float64(st1.DropUpQueueFull - st0.DropUpQueueFull)
 		rdrops = float64(st1.DropDatagramRecvQueue - st0.DropDatagramRecvQueue)
 		hdrops = float64(st1.DropH3DatagramQueue - st0.DropH3DatagramQueue)
 	}
@@ -196,7 +234,8 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 	b.ReportMetric(qdrops, "queue-drops")
 	b.ReportMetric(rdrops, "dgram-recv-drops")
 	b.ReportMetric(hdrops, "h3-queue-drops")
-	b.ReportMetric(sent-delivered-rdrops-hdrops-float64(cst1.DropDownQueueFull-cst0.DropDownQueueFull), "unaccounted")
+	b.ReportMetric(rings, "ring-drops")
+	b.ReportMetric(sent-delivered-rdrops-hdrops-rings, "unaccounted")
 	b.ReportMetric(float64(cs1.PacketsLost-cs0.PacketsLost), "quic-lost")
 	b.ReportMetric(float64(cst1.DropRefused-cst0.DropRefused+cst1.DropInvalid-cst0.DropInvalid+st1.DropInvalid-st0.DropInvalid+st1.DropSendError-st0.DropSendError), "other-drops")
 	close(stop)

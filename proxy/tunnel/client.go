@@ -79,6 +79,7 @@ type ClientStats struct {
 	PacketsUp, BytesUp     uint64 // handed to the tunnel
 	PacketsDown, BytesDown uint64 // returned by Read (tunnel packets and local ICMP)
 	DropUpQueueFull        uint64
+	DropUpQueueLimit       uint64 // uplink queue held at the pacer's QueueLimit (QueueLimiter)
 	DropDownQueueFull      uint64
 	DropInvalid            uint64 // Write got something that is not an IP packet
 	DropNATConflict        uint64 // a second tethered host in one family (see ClientConfig.NAT)
@@ -177,13 +178,16 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	c = &Client{
 		cfg: cfg, log: cfg.Log,
 		up:      newQueue(cfg.QueueLen, cfg.MTU),
-		down:    newQueue(cfg.QueueLen, max(cfg.MTU, PTBMaxLen)),
+		down:    newQueue(cfg.QueueLen, max(cfg.MTU, PTBMaxLen, maxMTU+64)), // what a DATAGRAM may hold
 		sockets: []net.PacketConn{udp},
 		local:   udp.LocalAddr(),
 		dead:    make(chan struct{}),
 	}
 	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone)}
 	c.transports = []*quic.Transport{tr}
+	if l, ok := cfg.Pacer.(QueueLimiter); ok {
+		c.up.limiter = l
+	}
 	for _, h := range cfg.NATHosts {
 		h = h.Unmap()
 		f := family(h)
@@ -478,9 +482,11 @@ func (c *Client) natDown(pkt []byte, p *packet.Parsed) {
 }
 
 // Read returns packets for the TUN, each at bufs[i][offset:] with its
-// length in sizes[i]: what came through the tunnel, and the ICMP errors
-// Write generated. It blocks until at least one is available.
+// length in sizes[i]: what came through the tunnel (NAT undone, MSS of a
+// SYN clamped), and the ICMP errors Write generated. It blocks until at
+// least one is available.
 func (c *Client) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
+	var p packet.Parsed
 	for {
 		n := 0
 		for n < len(bufs) {
@@ -495,6 +501,17 @@ func (c *Client) Read(bufs [][]byte, sizes []int, offset int) (int, error) {
 			}
 			sizes[n] = copy(bufs[n][offset:], pkt)
 			c.down.pop()
+			out := bufs[n][offset : offset+sizes[n]]
+			if !p.Decode(out) {
+				c.st.invalid.Add(1)
+				continue
+			}
+			if c.cfg.NAT {
+				c.natDown(out, &p)
+			}
+			if ClampMSS(out, &p, c.cfg.MTU) {
+				c.st.clamp.Add(1)
+			}
 			c.st.packetsDown.Add(1)
 			c.st.bytesDown.Add(uint64(sizes[n]))
 			n++
@@ -532,10 +549,16 @@ func (c *Client) sendLoop() {
 	})
 }
 
+// recvLoop only moves what ReadPacket returns into the downlink queue, so
+// that http3's per-stream DATAGRAM queue (32, quic-go v0.65
+// http3/state_tracking_stream.go), which drops silently when full, is
+// drained as fast as quic-go fills it while the engine writes the TUN: a
+// burst waits in the queue (QueueLen packets, tail drop counted:
+// DropDownQueueFull). Read undoes the NAT and clamps, in the engine's
+// goroutine.
 func (c *Client) recvLoop() {
 	defer close(c.dead)
 	buf := make([]byte, maxMTU+64)
-	var p packet.Parsed
 	for {
 		n, err := c.ip.ReadPacket(buf)
 		if err != nil {
@@ -546,18 +569,7 @@ func (c *Client) recvLoop() {
 			}
 			return
 		}
-		pkt := buf[:n]
-		if !p.Decode(pkt) {
-			c.st.invalid.Add(1)
-			continue
-		}
-		if c.cfg.NAT {
-			c.natDown(pkt, &p)
-		}
-		if ClampMSS(pkt, &p, c.cfg.MTU) {
-			c.st.clamp.Add(1)
-		}
-		c.down.push(pkt)
+		c.down.push(buf[:n])
 	}
 }
 
@@ -629,7 +641,7 @@ func (c *Client) Stats() ClientStats {
 	return ClientStats{
 		PacketsUp: c.st.packetsUp.Load(), BytesUp: c.st.bytesUp.Load(),
 		PacketsDown: c.st.packetsDown.Load(), BytesDown: c.st.bytesDown.Load(),
-		DropUpQueueFull: c.up.dropped.Load(), DropDownQueueFull: c.down.dropped.Load(),
+		DropUpQueueFull: c.up.dropped.Load(), DropDownQueueFull: c.down.dropped.Load(), DropUpQueueLimit: c.up.limited.Load(),
 		DropInvalid: c.st.invalid.Load(), DropNATConflict: c.st.natConflict.Load(),
 		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
 		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),

@@ -33,3 +33,16 @@ type PassThrough struct{}
 func (PassThrough) Budget(_ time.Time, queued int) (int, time.Duration) { return queued, 0 }
 func (PassThrough) Sent(time.Time, int)                                 {}
 func (PassThrough) Hint(time.Time, Hint)                                {}
+
+// QueueLimiter is an optional interface of a Pacer: when its QueueLimit
+// returns n > 0, the sender queue in front of the pacer holds at most n
+// packets and tail-drops the excess (counted: ServerStats.DropQueueLimit,
+// ClientStats.DropUpQueueLimit); 0 keeps the queue's static bound
+// (QueueLen). A pacer that sends at about the bottleneck's rate (QUIC Wave)
+// otherwise lets the inner TCP fill the whole static queue: a standing
+// queue of QueueLen packets in front of the pacer, the inner RTT up
+// instead of down. QueueLimit is called for every packet queued, from the
+// producer's goroutine: it must not block (wave.Gate's reads an atomic).
+type QueueLimiter interface {
+	QueueLimit() int
+}

@@ -90,6 +90,12 @@ type ServerConfig struct {
 	QlogDir string
 	// Log gets the server's log lines (zap.NewNop when nil).
 	Log *zap.Logger
+
+	// inlineUplink writes each uplink packet to the TUN from the
+	// ReadPacket loop itself, one Write per packet, as before the uplink
+	// ring (the receive-path test's and BenchmarkTunnelBulk's before/after
+	// only).
+	inlineUplink bool
 }
 
 // ServerStats are the server's counters (Prometheus exports them).
@@ -103,6 +109,8 @@ type ServerStats struct {
 	DropOutsideRoutes            uint64 // destination (or protocol) outside the advertised routes
 	DropInvalid                  uint64 // malformed inner packet or TTL expired
 	DropQueueFull                uint64 // downlink queue bound
+	DropQueueLimit               uint64 // downlink queue held at the pacer's QueueLimit (QueueLimiter)
+	DropUpQueueFull              uint64 // uplink ring bound: the TUN writer fell QueueLen packets behind
 	DropNoSession                uint64 // from the TUN to an address no session holds
 	DropSendError                uint64
 	DropDatagramRecvQueue        uint64 // quic-go's DATAGRAM receive queue was full (uplink packets lost)
@@ -130,6 +138,9 @@ type Server struct {
 
 	devMu  sync.Mutex // serialises writes to dev
 	devBuf [][]byte   // writeDev's one-element batch, under devMu
+	// The uplink writers' device layout: head-room in front of each packet
+	// (the offload TUN's virtio-net header) and packets per Write.
+	upHeadroom, upBatch int
 
 	mu       sync.RWMutex
 	conns    map[string]int          // open connections per identity
@@ -153,6 +164,8 @@ type Server struct {
 		hints                                                         [4]atomic.Uint64
 	}
 	dropQueueClosed atomic.Uint64 // queue-full drops of sessions already gone
+	dropLimitClosed atomic.Uint64 // queue-limit drops of sessions already gone
+	dropUpClosed    atomic.Uint64 // uplink ring drops of sessions already gone
 }
 
 type connKey struct{}
@@ -167,7 +180,8 @@ type session struct {
 	addrs    []netip.Addr
 	gens     []uint64 // each address's lease generation (addrPool.release)
 	replaced bool     // a newer session of the identity took the addresses; under srv.mu
-	down     *queue
+	down     *queue   // downlink: readTUN -> pacer -> WritePacket
+	up       *queue   // uplink ring: ReadPacket -> TUN writer
 	pacer    Pacer
 	hintMu   sync.Mutex
 	hintSeq  uint64
@@ -213,6 +227,10 @@ func NewServer(cfg ServerConfig, dev Device) (*Server, error) {
 	s := &Server{
 		cfg: cfg, dev: dev, log: cfg.Log, routes: routes,
 		conns: map[string]int{}, byConn: map[*quic.Conn]*session{}, byAddr: map[netip.Addr]*session{},
+		upBatch: 64,
+	}
+	if d, ok := dev.(tun.Device); ok {
+		s.upHeadroom = tun.LayoutOf(d).Headroom
 	}
 	var have4, have6 bool
 	for _, p := range cfg.InnerPrefixes {
@@ -454,10 +472,13 @@ func (s *Server) handleConnectIP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})
+	wrote := make(chan struct{})
 	go func() { sess.sendLoop(); close(done) }()
+	go func() { sess.writeLoop(); close(wrote) }()
 	sess.receiveLoop()
 	sess.close()
 	<-done
+	<-wrote
 	s.closeSession(sess)
 	s.log.Info("session closed", zap.String("client", sess.identity), zap.Any("addresses", sess.addrs))
 }
@@ -477,7 +498,10 @@ func (s *Server) openSession(qc *quic.Conn) (sess *session, superseded []*sessio
 	}
 	id := identity(qc)
 	now := time.Now()
-	sess = &session{srv: s, identity: id, qc: qc, down: newQueue(s.cfg.QueueLen, s.cfg.MTU)}
+	sess = &session{srv: s, identity: id, qc: qc, down: newQueue(s.cfg.QueueLen, s.cfg.MTU),
+		// A client may send up to what a DATAGRAM holds, above the MTU
+		// we advertise nowhere: the slots take the largest.
+		up: newQueueHeadroom(s.cfg.QueueLen, maxMTU+64, s.upHeadroom)}
 	takenOver := false
 	for _, p := range s.pools {
 		a, gen, takeover, ok := p.lease(id, now)
@@ -509,6 +533,9 @@ func (s *Server) openSession(qc *quic.Conn) (sess *session, superseded []*sessio
 	case s.cfg.NewPacer != nil:
 		sess.pacer = s.cfg.NewPacer(id)
 	}
+	if l, ok := sess.pacer.(QueueLimiter); ok {
+		sess.down.limiter = l
+	}
 	s.byConn[qc] = sess
 	s.sessions++
 	return sess, superseded, 0, ""
@@ -538,34 +565,59 @@ func (s *Server) closeSession(sess *session) {
 		s.poolOf(a).release(a, sess.gens[i], now)
 	}
 	s.sessions--
-	s.dropQueueClosed.Add(sess.down.dropped.Load())
-	sess.down.dropped.Store(0)
+	s.dropQueueClosed.Add(sess.down.dropped.Swap(0))
+	s.dropLimitClosed.Add(sess.down.limited.Swap(0))
+	s.dropUpClosed.Add(sess.up.dropped.Swap(0))
 }
 
 func (sess *session) close() {
 	sess.down.close()
+	sess.up.close()
 	if sess.ip != nil {
 		sess.ip.Close()
 	}
 }
 
-// receiveLoop moves the client's packets to the TUN. connect-ip-go's
+// receiveLoop moves the client's packets into the session's uplink ring
+// and nothing else, so that http3's per-stream DATAGRAM queue (32, quic-go
+// v0.65 http3/state_tracking_stream.go), which drops silently when full,
+// is drained as fast as quic-go fills it: a burst waits in the ring
+// (QueueLen packets, its tail drop counted: DropUpQueueFull) while
+// writeLoop hands it to the TUN, many packets per Write. connect-ip-go's
 // ReadPacket has already dropped any whose source is not the client's
 // assigned address or whose destination is outside the advertised routes
 // (counted through the qlog events, see countingTrace).
 func (sess *session) receiveLoop() {
-	s := sess.srv
 	buf := make([]byte, maxMTU+64)
+	if sess.srv.cfg.inlineUplink {
+		sess.receiveInline(buf)
+		return
+	}
+	for {
+		n, err := sess.ip.ReadPacket(buf)
+		if err != nil {
+			sess.up.close()
+			return
+		}
+		sess.up.push(buf[:n])
+	}
+}
+
+// receiveInline is the receive path before the uplink ring: the reader
+// itself clamps and writes each packet to the TUN, so while a Write
+// blocks nothing drains http3's queue.
+func (sess *session) receiveInline(buf []byte) {
+	s := sess.srv
 	var p packet.Parsed
 	bufs := [][]byte{nil}
+	defer sess.up.close()
 	for {
 		n, err := sess.ip.ReadPacket(buf)
 		if err != nil {
 			return
 		}
 		pkt := buf[:n]
-		p.Decode(pkt)
-		if ClampMSS(pkt, &p, s.cfg.MTU) {
+		if p.Decode(pkt) && ClampMSS(pkt, &p, s.cfg.MTU) {
 			s.st.clamped.Add(1)
 		}
 		bufs[0] = pkt
@@ -578,6 +630,51 @@ func (sess *session) receiveLoop() {
 		}
 		s.st.packetsUp.Add(1)
 		s.st.bytesUp.Add(uint64(n))
+	}
+}
+
+// writeLoop drains the uplink ring to the TUN in batches: MSS clamp in
+// place, then one Write of up to upBatch packets (the offload device
+// writes its virtio-net header into the slots' head-room). What the ring
+// holds when the session ends is still written. It returns when the ring
+// is closed and empty.
+func (sess *session) writeLoop() {
+	s := sess.srv
+	bufs := make([][]byte, s.upBatch)
+	var p packet.Parsed
+	off := s.upHeadroom
+	for {
+		k := sess.up.frontBatch(bufs)
+		if k == 0 {
+			if sess.up.isClosed() {
+				return
+			}
+			<-sess.up.notify
+			continue
+		}
+		var bytes uint64
+		for _, b := range bufs[:k] {
+			pkt := b[off:]
+			if p.Decode(pkt) && ClampMSS(pkt, &p, s.cfg.MTU) {
+				s.st.clamped.Add(1)
+			}
+			bytes += uint64(len(pkt))
+		}
+		s.devMu.Lock()
+		n, err := s.dev.Write(bufs[:k], off)
+		s.devMu.Unlock()
+		sess.up.popN(k)
+		if err != nil {
+			// Counted as a device refusal each: what the device did
+			// not take (a packet it refused, or the batch's rest).
+			n = min(max(n, 0), k)
+			s.st.dropSend.Add(uint64(k - n))
+			s.st.packetsUp.Add(uint64(n))
+			s.st.bytesUp.Add(bytes * uint64(n) / uint64(k))
+			continue
+		}
+		s.st.packetsUp.Add(uint64(k))
+		s.st.bytesUp.Add(bytes)
 	}
 }
 
@@ -825,6 +922,8 @@ func (s *Server) Stats() ServerStats {
 	}
 	s.mu.RLock()
 	st.DropQueueFull = s.dropQueueClosed.Load()
+	st.DropQueueLimit = s.dropLimitClosed.Load()
+	st.DropUpQueueFull = s.dropUpClosed.Load()
 	st.SessionsOpen = uint64(s.sessions)
 	for _, p := range s.pools {
 		st.AddressesResumed += p.resumed
@@ -832,6 +931,8 @@ func (s *Server) Stats() ServerStats {
 	}
 	for _, sess := range s.byConn {
 		st.DropQueueFull += sess.down.dropped.Load()
+		st.DropQueueLimit += sess.down.limited.Load()
+		st.DropUpQueueFull += sess.up.dropped.Load()
 	}
 	s.mu.RUnlock()
 	return st
