@@ -32,8 +32,11 @@ type RunData struct {
 
 	Sysctls Sysctls
 	Kernel  map[string]int64 // the server's TcpExt counters at the run's end (KernelCounters)
-	SMax    map[string]int   // the proxy's final ŝ_max per cell ID
-	Cells   []emu.CellInfo   // the cells' configured (scaled) buffers
+	// KernelLog is the same counters sampled during the download (nil:
+	// not recorded).
+	KernelLog []KernelSample
+	SMax      map[string]int // the proxy's final ŝ_max per cell ID
+	Cells     []emu.CellInfo // the cells' configured (scaled) buffers
 	// Verdicts are the proxy's verdict counters over time (nil: not
 	// recorded).
 	Verdicts []VerdictSample

@@ -88,6 +88,16 @@ func TestEndToEnd(t *testing.T) {
 		}
 		t.Errorf("bench problem: %s", p)
 	}
+	// Every handover row carries the server's counters sampled in its
+	// namespace (a map, maybe empty: nil would mean not sampled).
+	if len(got.HandoverTable) != 4 {
+		t.Errorf("%d per-handover rows, want 2 per variant", len(got.HandoverTable))
+	}
+	for _, h := range got.HandoverTable {
+		if h.Kernel == nil {
+			t.Errorf("%s handover at %.2f s: no kernel counters", h.Variant, h.Command)
+		}
+	}
 	for _, v := range got.Variants {
 		if v.GoodputMbps <= 0 || v.ConvergenceN != 2 {
 			t.Errorf("%s: goodput %.1f Mbps, %d handovers analyzed; want > 0 and 2", v.Name, v.GoodputMbps, v.ConvergenceN)

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/m2ho/m2ho/bench/netns"
 )
@@ -210,4 +212,170 @@ func verdictsAt(vs []VerdictSample, startNs int64, t float64) VerdictSample {
 		last = v
 	}
 	return last
+}
+
+// kernelLogFile holds the server's KernelCounters sampled during the
+// download (kernelSampler), so each handover gets its own counts.
+const kernelLogFile = "server-kernel.tsv"
+
+// KernelSampleEvery is how often the bench samples the server's counters.
+const KernelSampleEvery = 100 * time.Millisecond
+
+// KernelSample is the server's KernelCounters at a wall time.
+type KernelSample struct {
+	UnixNs int64
+	Counts []int64 // in KernelCounters order
+}
+
+// kernelSampler writes the counters of one network namespace's
+// /proc/net/netstat to a TSV file (unix_ns, then KernelCounters) every
+// KernelSampleEvery until stop is called. f is that namespace's netstat
+// file, opened from inside it: a /proc/net file keeps the namespace of
+// its opener, so the samples need no process in the namespace. The
+// sampler closes f when it stops.
+type kernelSampler struct {
+	stopc chan struct{}
+	done  chan error
+}
+
+func startKernelSampler(f *os.File, path string) (*kernelSampler, error) {
+	out, err := os.Create(path)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	w := bufio.NewWriter(out)
+	fmt.Fprintf(w, "unix_ns\t%s\n", strings.Join(KernelCounters, "\t"))
+	var buf []byte
+	sample := func() error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		var err error
+		if buf, err = readAllInto(f, buf[:0]); err != nil {
+			return err
+		}
+		now := time.Now().UnixNano()
+		m, err := ParseNetstat(bytes.NewReader(buf), f.Name(), KernelCounters)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%d", now)
+		for _, k := range KernelCounters {
+			fmt.Fprintf(w, "\t%d", m[k])
+		}
+		return w.WriteByte('\n')
+	}
+	finish := func(err error) error {
+		if ferr := w.Flush(); err == nil {
+			err = ferr
+		}
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		f.Close()
+		return err
+	}
+	// The first sample before returning: a file that can't be read is an
+	// error now, not after the run.
+	if err := sample(); err != nil {
+		return nil, finish(err)
+	}
+	s := &kernelSampler{stopc: make(chan struct{}), done: make(chan error, 1)}
+	go func() {
+		tick := time.NewTicker(KernelSampleEvery)
+		defer tick.Stop()
+		for {
+			select {
+			case <-s.stopc:
+				s.done <- finish(sample())
+				return
+			case <-tick.C:
+				if err := sample(); err != nil {
+					s.done <- finish(err)
+					<-s.stopc
+					return
+				}
+			}
+		}
+	}()
+	return s, nil
+}
+
+// stop takes a last sample and returns the first error the sampler met.
+func (s *kernelSampler) stop() error {
+	close(s.stopc)
+	return <-s.done
+}
+
+func readAllInto(r io.Reader, b []byte) ([]byte, error) {
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// ReadKernelLog parses a kernelSampler file. Its header must name
+// exactly KernelCounters (a log of another build is refused, naming the
+// line).
+func ReadKernelLog(r io.Reader, name string) ([]KernelSample, error) {
+	header := append([]string{"unix_ns"}, KernelCounters...)
+	out := []KernelSample{}
+	err := tsv(r, name, header, func(line int, f []string) error {
+		ns, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s:%d: unix_ns: %q is not a time", name, line, f[0])
+		}
+		s := KernelSample{UnixNs: ns, Counts: make([]int64, len(KernelCounters))}
+		for i, x := range f[1:] {
+			v, err := strconv.ParseInt(x, 10, 64)
+			if err != nil || v < 0 {
+				return fmt.Errorf("%s:%d: %s: %q is not a count", name, line, KernelCounters[i], x)
+			}
+			s.Counts[i] = v
+		}
+		if n := len(out); n > 0 && ns < out[n-1].UnixNs {
+			return fmt.Errorf("%s:%d: unix_ns %d goes back in time", name, line, ns)
+		}
+		out = append(out, s)
+		return nil
+	})
+	return out, err
+}
+
+// kernelDelta is what each counter grew by between emulator times t0 and
+// t1 (the samples in force at each: the last at or before it; before the
+// first sample the first one's counts). Only counters that grew are in
+// the map; nil without samples.
+func kernelDelta(ks []KernelSample, startNs int64, t0, t1 float64) map[string]int64 {
+	if len(ks) == 0 {
+		return nil
+	}
+	at := func(t float64) KernelSample {
+		last := ks[0]
+		for _, k := range ks {
+			if float64(k.UnixNs-startNs)/1e9 > t {
+				break
+			}
+			last = k
+		}
+		return last
+	}
+	a, b := at(t0), at(t1)
+	out := map[string]int64{}
+	for i, k := range KernelCounters {
+		if d := b.Counts[i] - a.Counts[i]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
 }

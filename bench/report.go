@@ -67,6 +67,12 @@ type HandoverStat struct {
 	// access plus SmoothingWindowS, Eqn 2 rewrites (§4.5) from its random
 	// access to the next handover's report.
 	Actions *HandoverActions `json:"actions,omitempty"`
+	// Kernel is how much each of the server's recovery counters
+	// (KernelCounters: undo, spurious RTOs, timeouts, ...) grew from this
+	// command to the next handover's (those that grew; nil: the run has
+	// no sampled counters). Samples are KernelSampleEvery apart, so an
+	// event up to that long before the command can count here.
+	Kernel map[string]int64 `json:"kernel"`
 	// Convergence by window ("0.1s", "1s"), seconds from RA; Converged
 	// false means the value is the dwell.
 	ConvergenceS map[string]float64 `json:"convergence_s"`
@@ -124,6 +130,13 @@ func handoverStats(r RunResult, d RunData) []HandoverStat {
 			if end >= h.RA+1 && hs.CwndAfter1s == 0 {
 				hs.CwndAfter1s = iv.CwndBytes
 			}
+		}
+		if d.KernelLog != nil {
+			next := math.Inf(1)
+			if i+1 < len(d.Handovers) {
+				next = d.Handovers[i+1].Command
+			}
+			hs.Kernel = kernelDelta(d.KernelLog, d.Emu.StartUnixNS, h.Command, next)
 		}
 		if d.Verdicts != nil {
 			st := d.Emu.StartUnixNS

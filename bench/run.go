@@ -298,6 +298,13 @@ func LoadRun(dir string) (RunData, error) {
 			return d, err
 		}
 	}
+	if fh, err := os.Open(filepath.Join(dir, kernelLogFile)); err == nil {
+		d.KernelLog, err = ReadKernelLog(fh, filepath.Join(dir, kernelLogFile))
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
+	}
 	if d.SMax, err = readSMaxDB(filepath.Join(dir, smaxDBFile)); err != nil {
 		return d, err
 	}
@@ -644,13 +651,21 @@ func (r *runner) run(ctx context.Context) (err error) {
 	cliCmd := c.Exec(netns.Server, cliArgs...)
 	var cliOut, cliErr bytes.Buffer
 	cliCmd.Stdout, cliCmd.Stderr = &cliOut, &cliErr
+	ks, err := r.startKernelSampler()
+	if err != nil {
+		return err
+	}
 	cli, err := r.start("iperf3 client", "", cliCmd)
 	if err != nil {
+		ks.stop()
 		return err
 	}
 	stopProgress := r.progress(launch)
 	err = waitExit(ctx, cli, time.Duration(r.secs)*time.Second+30*time.Second)
 	stopProgress()
+	if kerr := ks.stop(); kerr != nil && err == nil {
+		err = fmt.Errorf("sampling the server's TCP counters: %w", kerr)
+	}
 	if werr := os.WriteFile(filepath.Join(r.dir, clientJSONFile), cliOut.Bytes(), 0o644); werr != nil && err == nil {
 		err = werr
 	}
@@ -675,6 +690,21 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}
 	proxy.stop(5 * time.Second)
 	return nil
+}
+
+// startKernelSampler samples the server namespace's TCP counters
+// (kernelSampler) into the run's kernelLogFile.
+func (r *runner) startKernelSampler() (*kernelSampler, error) {
+	var f *os.File
+	err := r.chain.Do(netns.Server, func() error {
+		var err error
+		f, err = os.Open("/proc/thread-self/net/netstat")
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("server netstat: %w", err)
+	}
+	return startKernelSampler(f, filepath.Join(r.dir, kernelLogFile))
 }
 
 // The steps that bring a run's link up (run, runSteps).

@@ -552,8 +552,8 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		}
 	}
 	if len(s.HandoverTable) > 0 {
-		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts; the kernel's undo counters are per run (table above).\n\n")
-		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts. Kernel: the server's recovery counters that grew from this command to the next (sampled every 0.1 s; DSACKUndo, PartialUndo, LossUndo, FullUndo, SpuriousRTOs, Timeouts, LostRetransmit, SACKReorder, DSACKRecv; - none, blank: not sampled).\n\n")
+		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s | kernel |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 		conv := func(h HandoverStat, w string) string {
 			x, ok := h.ConvergenceS[w]
 			if !ok {
@@ -570,8 +570,8 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 			if a := h.Actions; a != nil {
 				act = fmt.Sprintf("%s (%d/%d/%d)", a.Fired(), a.Clamp, a.Suppressions, a.Eqn2)
 			}
-			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
-				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"))
+			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
+				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"), kernelCell(h.Kernel))
 		}
 	}
 	if len(s.Sysctls) > 0 {
@@ -590,4 +590,22 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 			fmt.Fprintf(b, "- %s: %s\n", n, strings.Join(kv, ", "))
 		}
 	}
+}
+
+// kernelCell is a per-handover table's kernel column: the counters that
+// grew, in KernelCounters order, without their "TCP" prefix.
+func kernelCell(k map[string]int64) string {
+	if k == nil {
+		return ""
+	}
+	var out []string
+	for _, name := range KernelCounters {
+		if v := k[name]; v > 0 {
+			out = append(out, fmt.Sprintf("%s %d", strings.TrimPrefix(name, "TCP"), v))
+		}
+	}
+	if len(out) == 0 {
+		return "-"
+	}
+	return strings.Join(out, ", ")
 }
