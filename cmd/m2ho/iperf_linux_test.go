@@ -190,12 +190,7 @@ func TestTunnelIperfWithMigration(t *testing.T) {
 	// No -race skip: the migrating QUIC client lives in the m2ho binary,
 	// built without the race detector (m2hoBinary).
 	c := newChain(t)
-	run := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := c.Exec(ns, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
-		}
-	}
+	run := nsRun(t, c)
 	run(netns.Phone, "sysctl", "-q", "-w", "net.ipv4.conf."+netns.PhoneUplinkIf+".promote_secondaries=1")
 	run(netns.Phone, "ip", "addr", "add", "10.77.2.3/24", "dev", netns.PhoneUplinkIf)
 	pki := t.TempDir()
@@ -305,25 +300,10 @@ func TestTunnelIperfQUICM2HO(t *testing.T) {
 		t.Fatalf("no return to Stable after the handover (%v)\n%s", v, logs())
 	}
 	// Serving-cell reports keep the signalling alive during the transfer.
-	stop := make(chan struct{})
-	fed := make(chan struct{})
-	go func() {
-		defer close(fed)
-		tk := time.NewTicker(100 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tk.C:
-				f.send(t, periodic(cell88))
-			}
-		}
-	}()
+	stopFeed := f.keepAlive(t, 100*time.Millisecond)
 	ic := startIperf(t, c, 4, "-R")
 	res, _ := ic.wait(logs)
-	close(stop)
-	<-fed
+	stopFeed()
 	t.Logf("iperf3 -R: %d bytes received in %.1f s (%.1f Mbit/s, indicative only: loaded shared machine), %d retransmits",
 		res.ReceivedBytes, res.Seconds, res.BitsPerSecond/1e6, res.Retransmits)
 	m := d.metrics()

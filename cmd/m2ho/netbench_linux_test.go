@@ -157,31 +157,14 @@ func TestNetBench(t *testing.T) {
 			pre = append(pre, "--cpu-profile", filepath.Join(profDir, strings.NewReplacer(" ", "", "=", "-").Replace(name)+".pprof"))
 		}
 		d := startDaemon(t, c, append(pre, args...)...)
-		var stop chan struct{}
-		done := make(chan struct{})
+		stopFeed := func() {}
 		if feed {
 			fd := dialFeeder(t, d)
 			fd.send(t, periodic(cell88))
-			stop = make(chan struct{})
-			go func() {
-				defer close(done)
-				tk := time.NewTicker(500 * time.Millisecond)
-				defer tk.Stop()
-				for {
-					select {
-					case <-stop:
-						return
-					case <-tk.C:
-						fd.send(t, periodic(cell88))
-					}
-				}
-			}()
+			stopFeed = fd.keepAlive(t, 500*time.Millisecond)
 		}
 		measure(name, d.cmd.Process.Pid)
-		if feed {
-			close(stop)
-			<-done
-		}
+		stopFeed()
 		m := d.metrics()
 		r := &rows[len(rows)-1]
 		r.Device = "offload"

@@ -344,6 +344,41 @@ func dialFeeder(t testing.TB, d *daemon) *feeder {
 	return &feeder{cli: cli}
 }
 
+// keepAlive sends cell88's periodic report every interval until the
+// returned stop is called (stop waits for the sender and may be called
+// again): a live feed, so the proxy never falls back to pass-through for
+// lost signalling during a test.
+func (f *feeder) keepAlive(t testing.TB, every time.Duration) (stop func()) {
+	quit, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		tk := time.NewTicker(every)
+		defer tk.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-tk.C:
+				f.send(t, periodic(cell88))
+			}
+		}
+	}()
+	return sync.OnceFunc(func() { close(quit); <-stopped })
+}
+
+// nsRun returns a function that runs a command in one of topo's
+// namespaces and fails the test with its output if it fails.
+func nsRun(t testing.TB, topo interface {
+	Exec(ns string, cmd ...string) *exec.Cmd
+}) func(ns string, args ...string) {
+	return func(ns string, args ...string) {
+		t.Helper()
+		if out, err := topo.Exec(ns, args...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
+		}
+	}
+}
+
 func (f *feeder) send(t testing.TB, evs ...signaling.Event) {
 	t.Helper()
 	f.mu.Lock()
@@ -629,22 +664,7 @@ func testRunM2HOTransfer(t *testing.T, dev string, tunArgs ...string) {
 	f := dialFeeder(t, d)
 	f.send(t, periodic(cell88))
 	// A stable serving cell report keeps the feed alive during the test.
-	feedDone := make(chan struct{})
-	feedStopped := make(chan struct{})
-	go func() {
-		defer close(feedStopped)
-		tk := time.NewTicker(eventInterval)
-		defer tk.Stop()
-		for {
-			select {
-			case <-feedDone:
-				return
-			case <-tk.C:
-				f.send(t, periodic(cell88))
-			}
-		}
-	}()
-	stopFeed := sync.OnceFunc(func() { close(feedDone); <-feedStopped })
+	stopFeed := f.keepAlive(t, eventInterval)
 	defer stopFeed()
 
 	tr := startTransfer(t, c)

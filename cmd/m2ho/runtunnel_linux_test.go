@@ -92,12 +92,7 @@ func TestRunQUICTunnelTransfer(t *testing.T) {
 	// No -race skip: the migrating QUIC client lives in the m2ho binary,
 	// built without the race detector (m2hoBinary).
 	c := newChain(t)
-	run := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := c.Exec(ns, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
-		}
-	}
+	run := nsRun(t, c)
 	// The old address goes away later: its secondary must stay.
 	run(netns.Phone, "sysctl", "-q", "-w", "net.ipv4.conf."+netns.PhoneUplinkIf+".promote_secondaries=1")
 	run(netns.Phone, "ip", "addr", "add", "10.77.2.3/24", "dev", netns.PhoneUplinkIf)

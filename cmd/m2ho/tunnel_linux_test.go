@@ -52,12 +52,7 @@ func TestTunnelKernelTransferWithMigration(t *testing.T) {
 	must(topo.AddNS("phone"))
 	must(topo.AddNS("server"))
 	must(topo.Link("phone", "up0", []string{"10.9.0.1/24", "10.9.0.3/24"}, "server", "srv0", []string{"10.9.0.2/24"}))
-	run := func(ns string, args ...string) {
-		t.Helper()
-		if out, err := topo.Exec(ns, args...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v: %v: %s", ns, args, err, out)
-		}
-	}
+	run := nsRun(t, topo)
 	// The host behind the server: an address on the server's loopback,
 	// inside the only route the server forwards to.
 	run("server", "ip", "addr", "add", "198.51.100.1/32", "dev", "lo")
