@@ -98,9 +98,19 @@ func runTail(t *testing.T, tc tailCase) tailResult {
 
 	// Sender state.
 	una, nxt, edge, cwnd := 0, 0, open, tc.cwnd
-	sentAt := map[int]time.Duration{}    // latest transmission
-	firstSent := map[int]time.Duration{} // first transmission
-	rtxAt := map[int]time.Duration{}     // latest retransmission
+	// Per segment (index seq/mss): its latest transmission, its first,
+	// its latest retransmission (-1: none), and whether the laptop has it.
+	type segState struct {
+		sent, first, rtx time.Duration
+		have             bool
+	}
+	var segs []segState
+	segAt := func(seq int) *segState {
+		for len(segs) <= seq/mss {
+			segs = append(segs, segState{sent: -1, first: -1, rtx: -1})
+		}
+		return &segs[seq/mss]
+	}
 	var srtt, rttvar time.Duration
 	lastAdvance := origin // RTO timer base
 	probeAt := time.Duration(0)
@@ -109,17 +119,17 @@ func runTail(t *testing.T, tc tailCase) tailResult {
 	tsEcho := uint32(0)
 	send := func(now time.Duration, seq int) {
 		toCell = append(toCell, seg{seq: seq, at: now + tc.base/4, tsec: tsEcho})
-		sentAt[seq] = now
-		if _, ok := firstSent[seq]; ok {
-			rtxAt[seq] = now
+		st := segAt(seq)
+		st.sent = now
+		if st.first >= 0 {
+			st.rtx = now
 		} else {
-			firstSent[seq] = now
+			st.first = now
 		}
 	}
 
 	// Receiver state.
 	recvNext := 0
-	have := map[int]bool{}
 	highest := 0
 
 	var credit float64
@@ -139,7 +149,7 @@ func runTail(t *testing.T, tc tailCase) tailResult {
 			tsEcho = a.ts
 			edge = a.ack + a.wnd
 			if a.ack > una {
-				if st, ok := sentAt[a.ack-mss]; ok {
+				if st := segAt(a.ack - mss).sent; st >= 0 {
 					s := now - st
 					if srtt == 0 {
 						srtt, rttvar = s, s/2
@@ -172,11 +182,11 @@ func runTail(t *testing.T, tc tailCase) tailResult {
 				// keeps it), of segments missing for longer than
 				// 5/4·srtt (RACK), within the edge.
 				n := 0
-				ref, sacked := firstSent[a.high-mss]
+				ref := segAt(a.high - mss).first
 				for s := una; s < nxt && n < 2; s += mss {
-					rt, again := rtxAt[s]
-					lost := !again && sacked && firstSent[s] < ref || again && now-rt > srtt*5/4
-					if !have[s] && lost && (s < edge || s == una) {
+					st := segAt(s)
+					lost := st.rtx < 0 && st.first < ref || st.rtx >= 0 && now-st.rtx > srtt*5/4
+					if !st.have && lost && (s < edge || s == una) {
 						send(now, s)
 						n++
 					}
@@ -268,9 +278,9 @@ func runTail(t *testing.T, tc tailCase) tailResult {
 			s := toPhone[0]
 			toPhone = toPhone[1:]
 			c.OnPacket(at(0).Add(now), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: uint32(s.seq), PayloadLen: mss, WScale: 7, HasTS: true, TSval: 1, TSecr: s.tsec})
-			have[s.seq] = true
+			segAt(s.seq).have = true
 			highest = max(highest, s.seq+mss)
-			for have[recvNext] {
+			for segAt(recvNext).have {
 				recvNext += mss
 			}
 			tv := uint32(now/time.Millisecond) + 100
