@@ -132,6 +132,44 @@ func TestSequencesUnjudged(t *testing.T) {
 	}
 }
 
+// A return whose mmWave dwell is shorter than the second the requirement
+// allows is judged only if it converged in it: the bench's mixed drive had
+// returns followed by the next handover after 0.94 s, counted as not
+// recovered with a "convergence" of 0.94 s, the dwell.
+func TestSequencesShortReturnDwell(t *testing.T) {
+	slow := func(t float64) float64 {
+		if t >= 20 && t < 21.2 {
+			return 0.5
+		}
+		return 1
+	}
+	for _, tc := range []struct {
+		name            string
+		good            func(float64) float64
+		judged, recover bool
+	}{
+		{"not converged in a 0.9 s dwell: not judged", slow, false, false},
+		{"converged in a 0.9 s dwell: judged, recovered", func(float64) float64 { return 1 }, true, true},
+	} {
+		hos, cw, bins, caps := seqRun(func(float64) int64 { return 2_000_000 }, tc.good)
+		// The next handover leaves mmWave 0.9 s after the return.
+		hos[3].Report, hos[3].Command, hos[3].RA = 20.9, 20.96, 21.02
+		s := Sequences(hos, cw, bins, caps)
+		if len(s) != 1 {
+			t.Fatalf("%s: %d sequences", tc.name, len(s))
+		}
+		if s[0].ReturnJudged != tc.judged || s[0].Judged() != tc.judged || s[0].Recovered != tc.recover || s[0].Met != tc.recover {
+			t.Errorf("%s: %+v", tc.name, s[0])
+		}
+	}
+	// A full second of dwell that does not converge is judged: not recovered.
+	hos, cw, bins, caps := seqRun(func(float64) int64 { return 2_000_000 }, slow)
+	hos[3].Report, hos[3].Command, hos[3].RA = 21.0, 21.06, 21.12
+	if s := Sequences(hos, cw, bins, caps); len(s) != 1 || !s[0].ReturnJudged || s[0].Recovered {
+		t.Errorf("a 1 s dwell without convergence: %+v", s)
+	}
+}
+
 func TestSummarizeSequences(t *testing.T) {
 	hos, cw, bins, caps := seqRun(func(float64) int64 { return 2_000_000 }, func(float64) float64 { return 1 })
 	_, cwCut, _, _ := seqRun(func(t float64) int64 {

@@ -29,6 +29,11 @@
 //     once: the same bounded rwnd (the ramp) goes on with the mmWave
 //     cell's ŝ_max until the flow's sender shows a loss recovery, which
 //     restarts its CUBIC epoch (see the ramp field and Flow.rampFree).
+//   - No clamp takes back a right edge the sender may already use: the
+//     window of a clamped ACK is at least f.edge − ack, the sender's
+//     snd_nxt as the phone can tell (see clamp); a shrunk window stops
+//     Linux's loss probe and retransmissions above it, so a handover that
+//     loses the tail of the forwarded queue would end in an RTO.
 //   - ŝ_max is learned on mmWave cells too (see onSlot) and a known
 //     mmWave cell's own value is its Lookup; unknown ones keep §4.3's
 //     minimum sub-6 value.
@@ -610,25 +615,38 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 		return Verdict{}
 	}
 	v := c.uplink(now, f, p)
+	if v.Action != Drop {
+		c.noteEdge(f, p, v)
+	}
 	if p.HasTS && v.Action != Drop {
 		// A dropped ACK never reaches the server, so its TSval is never
 		// echoed; recording it would shadow the next ACK's send time.
-		f.recordTSval(now, p.TSval)
+		f.recordTSval(now, p.TSval, p.Ack)
 	}
 	return v
 }
 
 func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
+	var echoAck uint32
+	echoed := false
 	if p.HasTS && p.Flags&FlagACK != 0 {
-		if d, ok := f.matchTSecr(now, p.TSecr); ok {
+		if d, a, ok := f.matchTSecr(now, p.TSecr); ok {
 			f.addRTT(now, d)
 			c.lastRTT = f.srtt
+			echoAck, echoed = a, true
 		}
 	}
 	if p.PayloadLen <= 0 {
 		return
 	}
 	end := p.Seq + uint32(p.PayloadLen)
+	if echoed && (!f.hasHigh || !packet.SeqLess(p.Seq, f.high)) {
+		// New data, sent after the sender took the echoed ACK: all it
+		// had sent beyond that ACK then was in flight (see edgeFloor).
+		if d := end - echoAck; d > 0 && d < 1<<30 {
+			f.inflight = d
+		}
+	}
 	if c.ramp && c.state == Stable && f.hasHigh && packet.SeqLess(p.Seq, f.high) {
 		// Data below the highest seen, after Smoothing (the forwarded
 		// data has come by the first burst or the bound): the sender
@@ -663,7 +681,7 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 			return Verdict{Action: Drop, Reason: ReasonSmoothing}
 		}
 		// §4.3: the flows together may have ŝ_max in flight.
-		return clampWindow(p, c.sMax/c.shareOf(f), ReasonPreparation)
+		return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
 	case Smoothing:
 		// §4.4: hold back duplicate ACKs until this flow acknowledged
 		// everything it had received before the command.
@@ -680,7 +698,7 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		// b), the backlog is still in the target's buffer, and a full
 		// window let through now (the laptop's own, MBs on mmWave) would
 		// arrive on top of it and overflow it (Finding 3).
-		return clampWindow(p, c.sMax/c.shareOf(f), ReasonPreparation)
+		return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
 	}
 	return c.stableRwnd(now, f, p)
 }
@@ -711,7 +729,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		// mmWave-sized cwnd into the sub-6 buffer at once).
 		if c.stableCap > 0 {
 			f.eq2Last, f.eq2At = float64(c.stableCap)/share, now
-			return clampWindow(p, c.stableCap/c.shareOf(f), ReasonStableRate)
+			return c.clamp(f, p, c.stableCap/c.shareOf(f), ReasonStableRate)
 		}
 		return Verdict{}
 	}
@@ -769,7 +787,73 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	if !(rwnd < math.MaxInt32) {
 		return Verdict{}
 	}
-	return clampWindow(p, int(rwnd), ReasonStableRate)
+	return c.clamp(f, p, int(rwnd), ReasonStableRate)
+}
+
+// clamp lowers p's window to limit bytes (clampWindow), but never so far
+// that the right edge ack + window falls below f.edge, the highest
+// sequence number the sender may already have sent (edgeFloor).
+//
+// Why: a window that shrinks below the sender's snd_nxt stops more than
+// new data. Linux neither sends a tail loss probe nor retransmits a
+// segment that starts at or beyond the right edge, snd_una alone excepted
+// (tcp_send_loss_probe, __tcp_retransmit_skb: "If receiver has shrunk his
+// window, and skb is out of new window, do not retransmit it"). When a
+// handover loses the tail of the forwarded queue, everything that arrives
+// is in order, no SACK shows the hole, and with the edge below snd_nxt
+// only the retransmission timeout is left: on the bench (mixed drive,
+// seed 2, 87.08 s and 180.16 s) the clamp to ŝ_max set ack + 30 KB
+// against ~600 KB in flight, the sender sat 600 ms without a packet and
+// its cwnd fell from 605 KB to one segment. Holding the edge where the
+// sender already is costs the clamp nothing: the sender can send nothing
+// new below its snd_nxt either way, and the edge advances again once
+// ack + limit passes it, as §4.3's clamp and Eqn 2 let it. What the clamp
+// bounds is the data the sender may add, not the window's field.
+func (c *Controller) clamp(f *Flow, p *Packet, limit int, reason Reason) Verdict {
+	if f.hasEdge && packet.SeqLess(p.Ack, f.edge) {
+		if held := int(f.edge - p.Ack); held > limit && held < 1<<30 {
+			limit = held
+		}
+	}
+	return clampWindow(p, limit, reason)
+}
+
+// noteEdge updates f.edge from an ACK that goes to the sender with verdict
+// v. A rewritten window is a right edge the sender may use in full. The
+// laptop's own window is usually far beyond what the sender has in flight
+// (MBs on a flow that is cwnd-limited), so it counts only as far as the
+// sender's in-flight bytes measured one RTT ago (Flow.inflight, at least
+// what the phone has seen beyond this ACK) plus two segments: that is
+// where the sender's snd_nxt is when the window it holds is not the
+// limit. An estimate too low leaves the sender's loss probe a shorter
+// edge; one too high lets it add the excess under the clamp, which is why
+// the margin is two segments and not more. The measurement errs high, on
+// the side of the timeout: ACKs within one tick of the laptop's timestamp
+// clock (1 ms on Linux) share a TSval, the ring keeps the first one's ACK,
+// and the echoing segment may answer a later one, so the error is at most
+// what the laptop acknowledged in that tick (25 KB at 200 Mbit/s).
+func (c *Controller) noteEdge(f *Flow, p *Packet, v Verdict) {
+	if p.Flags&FlagACK == 0 || p.WScale < 0 {
+		return
+	}
+	ws := min(uint(p.WScale), 14) // RFC 7323 §2.3
+	w := int(p.Window) << ws
+	if v.Action == Rewrite {
+		w = int(v.Window) << ws
+	} else {
+		mss := int(p.MSS)
+		if mss == 0 {
+			mss = DefaultMSS
+		}
+		in := int(f.inflight)
+		if f.hasHigh && packet.SeqLess(p.Ack, f.high) {
+			in = max(in, int(f.high-p.Ack))
+		}
+		w = min(w, in+2*mss)
+	}
+	if e := p.Ack + uint32(w); !f.hasEdge || packet.SeqLess(f.edge, e) {
+		f.edge, f.hasEdge = e, true
+	}
 }
 
 // clampWindow lowers p's window to limit bytes: never above the packet's

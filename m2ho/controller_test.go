@@ -269,9 +269,13 @@ func TestCommandClamp(t *testing.T) {
 	if len(fx.obs.trans) != 1 {
 		t.Fatalf("command in Preparation changed state: %v", fx.obs.trans)
 	}
-	// mmWave target: the minimum sub-6 value (60000 B).
+	// mmWave target: the minimum sub-6 value (60000 B). The edge the
+	// sender holds (1 + 1563·128) is not taken back (Controller.clamp):
+	// at the same ACK the window stays; once the ACK passes it, the clamp
+	// is the new target's.
 	fx.ev(60, command(signaling.HOIntraNR, mmw, "M9"))
-	check(t, "commanded mmWave", fx.pkt(61, f, upACK(1, 65535, 7)), rewrite(469, ReasonPreparation))
+	check(t, "commanded mmWave, same ACK", fx.pkt(61, f, upACK(1, 65535, 7)), rewrite(1563, ReasonPreparation))
+	check(t, "commanded mmWave", fx.pkt(62, f, upACK(200001, 65535, 7)), rewrite(469, ReasonPreparation))
 }
 
 // Random access: failure keeps Preparation; success (any reason) after a
@@ -366,7 +370,9 @@ func TestSmoothingReleaseWraparound(t *testing.T) {
 	check(t, "before the wrap", fx.pkt(131, f, upACK(0xFFFFFFF0, 65535, 7)), drop)
 	check(t, "after the wrap, short", fx.pkt(132, f, upACK(0x000000FF, 65535, 7)), drop)
 	check(t, "at the mark", fx.pkt(133, f, upACK(0x00000100, 65535, 7)), rewrite(782, ReasonPreparation))
-	check(t, "released", fx.pkt(134, f, upACK(0xFFFFFFF0, 65535, 7)), rewrite(782, ReasonPreparation))
+	// An older ACK keeps the edge 0x100 + 782·128 the sender holds:
+	// ceil((0x100 + 100096 − 0xFFFFFFF0)/128) = 785.
+	check(t, "released", fx.pkt(134, f, upACK(0xFFFFFFF0, 65535, 7)), rewrite(785, ReasonPreparation))
 }
 
 // Release rule (b): the first burst that ends in the target cell. A burst
@@ -605,7 +611,9 @@ func TestStableRateEqn2(t *testing.T) {
 	c.OnPacket(at(50), &h, &Packet{Dir: Uplink, Flags: FlagACK, Window: 65535, WScale: 7, HasTS: true, TSval: 2})
 	check(t, "one RTT sample is not enough", c.OnPacket(at(60), &h, upTS), pass)
 	c.OnPacket(at(150), &h, &Packet{Dir: Downlink, Flags: FlagACK, Seq: 10000, PayloadLen: 10000, HasTS: true, TSecr: 2})
-	check(t, "eqn 2 with queueing", c.OnPacket(at(151), &h, upTS), rewrite(79, ReasonStableRate))
+	// The laptop has acknowledged all 20000 B (an ACK at 0 would keep
+	// the edge the sender held, Controller.clamp).
+	check(t, "eqn 2 with queueing", c.OnPacket(at(151), &h, &Packet{Dir: Uplink, Flags: FlagACK, Ack: 20000, Window: 65535, WScale: 7, HasTS: true, TSval: 3}), rewrite(79, ReasonStableRate))
 
 	// Sub-millisecond RTTs (a LAN, or the phone's own scheduling noise)
 	// are read as the 5 ms floor: RTT_min 50 µs and RTT 500 µs would
@@ -627,11 +635,14 @@ func TestStableRateEqn2(t *testing.T) {
 	if h := c.Hint(); h.CEst != 2e7 || lanSRTT(&lan) != 106250*time.Nanosecond {
 		t.Fatalf("c_est %v srtt %v, want 2e7 B/s and 106.25µs", h.CEst, lanSRTT(&lan))
 	}
-	lanACK := &Packet{Dir: Uplink, Flags: FlagACK, Window: 65535, WScale: 7, HasTS: true, TSval: 3}
+	lanACK := &Packet{Dir: Uplink, Flags: FlagACK, Ack: 20000, Window: 65535, WScale: 7, HasTS: true, TSval: 3}
 	check(t, "eqn 2 on a sub-ms path uses the floor", c.OnPacket(us(551), &lan, lanACK), rewrite(34, ReasonStableRate))
 	// Without the floor: 2·2125·50/106.25 = 2000 B, below two segments:
 	// the window would sit at 2 MSS (ceil(2920/128) = 23).
+	// (The edge the first verdict gave is forgotten: it would hold the
+	// window at 34, Controller.clamp.)
 	c.cfg.RTTFloor = time.Nanosecond
+	lan.hasEdge = false
 	check(t, "without the floor it collapses to 2 MSS", c.OnPacket(us(552), &lan, lanACK), rewrite(23, ReasonStableRate))
 
 	// Switched off.
@@ -654,6 +665,9 @@ func TestStableRateEqn2(t *testing.T) {
 	tsFlow(c, &m)
 	// The estimator's interval opened at t=0 with other's 1 B and closed
 	// at t=50 (the first RTT known); t=100 closes 10000 B / 0.05 s as before.
+	// The ACK covers the 20000 B delivered (at ACK 0 the edge tsFlow's
+	// ACKs gave, 0 + 10000 in flight + 2 segments, would hold the window).
+	upTS.Ack = 20000
 	check(t, "two flows", c.OnPacket(at(101), &m, upTS), rewrite(79, ReasonStableRate))
 }
 
@@ -737,7 +751,8 @@ func TestSignalLossAndRestore(t *testing.T) {
 		t.Fatalf("restored %d hint %+v", fx.obs.restored, fx.c.Hint())
 	}
 	fx.want(Preparation)
-	check(t, "clamp again", fx.pkt(20002, f, upACK(1, 65535, 7)), rewrite(469, ReasonPreparation))
+	// Past the edge the first clamp gave (1 + 782·128).
+	check(t, "clamp again", fx.pkt(20002, f, upACK(100001, 65535, 7)), rewrite(469, ReasonPreparation))
 
 	// In pass-through a Smoothing drop would have been a pass, too.
 	fx = newFixture(t, nil)
@@ -900,7 +915,9 @@ func TestSuppressionFromCommand(t *testing.T) {
 	fx.want(Preparation)
 	// Past the bound (150 ms after the command) nothing is dropped, even
 	// though random access has not come.
-	check(t, "after the bound", fx.pkt(250, f, upACK(2000, 65535, 7)), rewrite(782, ReasonPreparation))
+	// (An ACK below the last one keeps its edge 4000 + 782·128:
+	// ceil(102096/128) = 798.)
+	check(t, "after the bound", fx.pkt(250, f, upACK(2000, 65535, 7)), rewrite(798, ReasonPreparation))
 	// Random access after the bound: Smoothing would be over at once.
 	fx.ev(260, raEv(signaling.RASuccess, signaling.RAHandover))
 	fx.c.Tick(at(261))

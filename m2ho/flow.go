@@ -71,10 +71,19 @@ type Flow struct {
 	// rampFree is the ramp (Controller.rampGen) this flow was let go
 	// from: its sender retransmitted during it, or it started in it.
 	rampFree uint32
+
+	// The sender's right edge (see Controller.edgeFloor): edge is the
+	// highest sequence number the sender may have sent, as far as the
+	// phone can tell (hasEdge: known); inflight is the sender's bytes in
+	// flight, measured at the last echo of a recorded ACK (0: unknown).
+	edge     uint32
+	hasEdge  bool
+	inflight uint32
 }
 
 type tsSent struct {
 	val   uint32
+	ack   uint32 // the ACK's cumulative acknowledgment
 	at    time.Time
 	valid bool // set, and not yet echoed
 }
@@ -82,7 +91,7 @@ type tsSent struct {
 // recordTSval remembers when an uplink segment first carried val. Later
 // ACKs carrying the same value keep the first time: the echo answers the
 // earliest one the server took.
-func (f *Flow) recordTSval(now time.Time, val uint32) {
+func (f *Flow) recordTSval(now time.Time, val, ack uint32) {
 	last := &f.ts[(f.tsNext+tsRing-1)%tsRing]
 	if last.val == val && !last.at.IsZero() {
 		return
@@ -94,7 +103,7 @@ func (f *Flow) recordTSval(now time.Time, val uint32) {
 	if last.valid && now.Sub(last.at) < spacing {
 		return // the ring would not outlive the echo (tsRing)
 	}
-	f.ts[f.tsNext] = tsSent{val: val, at: now, valid: true}
+	f.ts[f.tsNext] = tsSent{val: val, ack: ack, at: now, valid: true}
 	f.tsNext = (f.tsNext + 1) % tsRing
 }
 
@@ -102,19 +111,23 @@ func (f *Flow) recordTSval(now time.Time, val uint32) {
 // ecr. Each TSval yields one sample only: later segments echoing it were
 // sent later (a window's worth of data carries the same echo), and would
 // inflate the RTT by the sender's own pacing.
-func (f *Flow) matchTSecr(now time.Time, ecr uint32) (time.Duration, bool) {
+//
+// It also returns the cumulative ACK of the echoed segment: the sender sent
+// this segment after it took that ACK, so a new segment's end minus that
+// ACK is what the sender had in flight then.
+func (f *Flow) matchTSecr(now time.Time, ecr uint32) (time.Duration, uint32, bool) {
 	for i := range f.ts {
 		e := &f.ts[i]
 		if e.valid && e.val == ecr {
 			e.valid = false
 			d := now.Sub(e.at)
 			if d < 0 {
-				return 0, false
+				return 0, 0, false
 			}
-			return d, true
+			return d, e.ack, true
 		}
 	}
-	return 0, false
+	return 0, 0, false
 }
 
 // rttMinWindow is the window of the RTT_min filter (BBR's min_rtt filter
