@@ -159,6 +159,9 @@ type TailDrop struct {
 	Queue int64         // Cwnd·(1 - RTTMin/SRTT)
 	// Delay is SRTT - RTTMin: the queueing delay at the overflow.
 	Delay time.Duration
+	// Mbps = Cwnd / SRTT: with the queue full, the rate the link gave the
+	// flow then (its capacity for this flow at that moment).
+	Mbps float64
 }
 
 // TCPStats is what TCPSenderStats measures on one cell type.
@@ -189,6 +192,8 @@ type TCPStats struct {
 	// QueueP50 and DelayP50: medians of TailDrops' Queue and Delay.
 	QueueP50 int64
 	DelayP50 time.Duration
+	// RateP50: median of TailDrops' Mbps.
+	RateP50 float64
 
 	rtts  []time.Duration
 	infl  []float64
@@ -327,16 +332,19 @@ func (a *TCPStats) Finish(t signaling.CellType) {
 	}
 	var qs []int64
 	var ds []time.Duration
+	var rs []float64
 	for i := range a.TailDrops {
 		td := &a.TailDrops[i]
 		td.Delay = max(0, td.SRTT-a.RTTMin)
 		td.Queue = int64(float64(td.Cwnd) * td.Delay.Seconds() / td.SRTT.Seconds())
-		qs, ds = append(qs, td.Queue), append(ds, td.Delay)
+		td.Mbps = float64(td.Cwnd) * 8 / td.SRTT.Seconds() / 1e6
+		qs, ds, rs = append(qs, td.Queue), append(ds, td.Delay), append(rs, td.Mbps)
 	}
 	if len(qs) > 0 {
 		slices.Sort(qs)
 		slices.Sort(ds)
-		a.QueueP50, a.DelayP50 = quantileOf(qs, 0.5), quantileOf(ds, 0.5)
+		slices.Sort(rs)
+		a.QueueP50, a.DelayP50, a.RateP50 = quantileOf(qs, 0.5), quantileOf(ds, 0.5), rs[int(0.5*float64(len(rs)-1)+0.5)]
 	}
 }
 

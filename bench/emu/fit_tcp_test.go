@@ -159,3 +159,18 @@ func TestTCPSenderStats(t *testing.T) {
 		t.Fatalf("handovers %+v", hos)
 	}
 }
+
+func TestTailDropRates(t *testing.T) {
+	logs, tls, _ := measuredSenderLogs(t)
+	acc := map[signaling.CellType]*TCPStats{}
+	var hos []TCPHandover
+	for i, l := range logs {
+		TCPSenderStats(l, tls[i], acc, &hos)
+	}
+	a := acc[signaling.CellSub6]
+	a.Finish(signaling.CellSub6)
+	for _, td := range a.TailDrops {
+		t.Logf("%v %.0f KB %v %.1f Mbit/s", td.At, float64(td.Queue)/1000, td.Delay, td.Mbps)
+	}
+	t.Logf("p50 %.1f", a.RateP50)
+}
