@@ -367,9 +367,9 @@ func quantileOf[T int64 | time.Duration](xs []T, p float64) T {
 // machines without the shared data (TestTCPSenderStatsFromData refits it).
 var MeasuredTCP = map[signaling.CellType]MeasuredTCPType{
 	signaling.CellSub6: {Seconds: 239.4, Mbps: 114.8, RTTP10: 53.5, RTTP50: 75.8, RTTP90: 125.2, EmptyQueueShare: 0.030,
-		InflightP50: 0.99, CutsOutsidePerMin: 5.7, TailDrops: 16, QueueP50KB: 1387, DelayP50: 134.9},
+		InflightP50: 0.99, CutsOutsidePerMin: 5.7, TailDrops: 16, QueueP50KB: 1387, DelayP50: 134.9, RateP50: 79.5},
 	signaling.CellMmWave: {Seconds: 180.9, Mbps: 531.0, RTTP10: 33.0, RTTP50: 35.7, RTTP90: 67.6, EmptyQueueShare: 0.630,
-		InflightP50: 0.93, CutsOutsidePerMin: 2.9, TailDrops: 7, QueueP50KB: 1804, DelayP50: 120.1},
+		InflightP50: 0.93, CutsOutsidePerMin: 2.9, TailDrops: 7, QueueP50KB: 1804, DelayP50: 120.1, RateP50: 140.0},
 }
 
 // MeasuredTCPType is one type's row of MeasuredTCP (RTTs and DelayP50 in
@@ -381,6 +381,7 @@ type MeasuredTCPType struct {
 	CutsOutsidePerMin            float64
 	TailDrops                    int
 	QueueP50KB, DelayP50         float64
+	RateP50                      float64 // Mbit/s at the tail drops (cwnd / sRTT)
 }
 
 // MeasuredHandoverCuts: per handover type, of the handovers in the same
@@ -389,3 +390,40 @@ type MeasuredTCPType struct {
 // Findings 2 and 3 or a congestion loss that happened to fall there; the
 // logs do not tell them apart.
 var MeasuredHandoverCuts = map[string][2]int{"sub6-sub6": {6, 22}, "sub6-mmwave": {0, 4}, "mmwave-sub6": {3, 5}, "mmwave-mmwave": {1, 15}}
+
+// Sub6ByLevel picks the sub-6 intervals of a capacity log that has no
+// XCAL log of its drive by their level: runs of at least minRun intervals
+// under maxMbps (mmWave in the artifact's logs runs at 0.4-1.7 Gbit/s,
+// sub-6 at 0.05-0.3), without the log's first skip intervals (iperf3's
+// start) and the interval at each end of a run next to a faster one (a
+// vertical handover inside it). It returns their Mbit/s. A blockage dip
+// of mmWave shorter than minRun is left out with the mmWave around it.
+func Sub6ByLevel(s *Series, interval time.Duration, maxMbps float64, minRun, skip int) []float64 {
+	var v []float64
+	for t := time.Duration(0); t+interval <= s.Period(); t += interval {
+		v = append(v, float64(s.Bytes(t, t+interval))*8/interval.Seconds()/1e6)
+	}
+	var out []float64
+	for i := skip; i < len(v); {
+		if v[i] >= maxMbps {
+			i++
+			continue
+		}
+		j := i
+		for j < len(v) && v[j] < maxMbps {
+			j++
+		}
+		lo, hi := i, j // run [i, j)
+		if lo > skip {
+			lo++
+		}
+		if hi < len(v) {
+			hi--
+		}
+		if j-i >= minRun && hi > lo {
+			out = append(out, v[lo:hi]...)
+		}
+		i = j
+	}
+	return out
+}

@@ -79,7 +79,7 @@ func TestTCPSenderStatsFromData(t *testing.T) {
 		a.Finish(ty)
 		got := MeasuredTCPType{Seconds: a.Seconds, Mbps: a.Mbps, RTTP10: ms(a.RTTP10), RTTP50: ms(a.RTTP50), RTTP90: ms(a.RTTP90),
 			EmptyQueueShare: a.EmptyQueueShare, InflightP50: a.InflightP50, CutsOutsidePerMin: float64(a.CutsOutside) / a.SecondsOutside * 60,
-			TailDrops: len(a.TailDrops), QueueP50KB: float64(a.QueueP50) / 1000, DelayP50: ms(a.DelayP50)}
+			TailDrops: len(a.TailDrops), QueueP50KB: float64(a.QueueP50) / 1000, DelayP50: ms(a.DelayP50), RateP50: a.RateP50}
 		for _, c := range []struct {
 			name      string
 			got, want float64
@@ -88,7 +88,7 @@ func TestTCPSenderStatsFromData(t *testing.T) {
 			{"sRTT p50", got.RTTP50, want.RTTP50, 0.1}, {"sRTT p90", got.RTTP90, want.RTTP90, 0.1}, {"empty-queue share", got.EmptyQueueShare, want.EmptyQueueShare, 0.001},
 			{"inflight/cwnd", got.InflightP50, want.InflightP50, 0.01}, {"cuts outside handovers per min", got.CutsOutsidePerMin, want.CutsOutsidePerMin, 0.05},
 			{"tail drops", float64(got.TailDrops), float64(want.TailDrops), 0}, {"queue at tail drop p50 (KB)", got.QueueP50KB, want.QueueP50KB, 1},
-			{"queueing delay at tail drop p50 (ms)", got.DelayP50, want.DelayP50, 0.1}} {
+			{"queueing delay at tail drop p50 (ms)", got.DelayP50, want.DelayP50, 0.1}, {"rate at tail drop p50 (Mbit/s)", got.RateP50, want.RateP50, 0.1}} {
 			if math.Abs(c.got-c.want) > c.tol {
 				t.Errorf("%v %s: %.4f, recorded %.4f", ty, c.name, c.got, c.want)
 			}
@@ -160,17 +160,80 @@ func TestTCPSenderStats(t *testing.T) {
 	}
 }
 
-func TestTailDropRates(t *testing.T) {
-	logs, tls, _ := measuredSenderLogs(t)
-	acc := map[signaling.CellType]*TCPStats{}
-	var hos []TCPHandover
-	for i, l := range logs {
-		TCPSenderStats(l, tls[i], acc, &hos)
+// The same evening's UDP saturation logs (2023-02-13, 1 s intervals, no
+// XCAL log of their drives), typed by level: the sub-6 capacity while the
+// TCP sender logs of that evening ran at 114.8 Mbit/s with a standing
+// queue.
+func TestSameEveningSub6Capacity(t *testing.T) {
+	root := filepath.Join(testDataDir(), "m2ho-mobicom24", "measurements", "202302", "13")
+	logs, _ := filepath.Glob(filepath.Join(root, "udp-bw-recv-*.log"))
+	if len(logs) == 0 {
+		t.Skipf("shared data absent (%s): CALIBRATION.md records 185.9 Mbit/s over 166 s", root)
 	}
-	a := acc[signaling.CellSub6]
-	a.Finish(signaling.CellSub6)
-	for _, td := range a.TailDrops {
-		t.Logf("%v %.0f KB %v %.1f Mbit/s", td.At, float64(td.Queue)/1000, td.Delay, td.Mbps)
+	var sum float64
+	var n int
+	for _, p := range logs {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip, err := ParseIperf3UDP(p, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range Sub6ByLevel(ip.Series, time.Second, 350, 5, 2) {
+			sum += x
+			n++
+		}
 	}
-	t.Logf("p50 %.1f", a.RateP50)
+	if n != 166 || math.Abs(sum/float64(n)-185.9) > 0.05 {
+		t.Fatalf("sub-6 by level: %d s at %.2f Mbit/s; CALIBRATION.md records 166 s at 185.9", n, sum/float64(n))
+	}
+}
+
+func TestSub6ByLevel(t *testing.T) {
+	mbps := []float64{50, 100, 200, 210, 1000, 1200, 190, 180, 170, 160, 150, 900, 100, 100}
+	ends := make([]time.Duration, len(mbps))
+	segs := make([]int64, len(mbps))
+	for i, m := range mbps {
+		ends[i], segs[i] = time.Duration(i+1)*time.Second, int64(m*1e6/8)
+	}
+	s, err := NewSeries(ends, segs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// skip 2; run [2,4) is 2 long (< 3); run [6,11) drops its two edges; run [12,14) too short
+	got := Sub6ByLevel(s, time.Second, 350, 3, 2)
+	if !reflect.DeepEqual(got, []float64{180, 170, 160}) {
+		t.Fatalf("%v", got)
+	}
+}
+
+// The built-in scenarios' sub-6 buffers are the measured one: the queue
+// at the artifact's TCP tail drops (MeasuredTCP), and a replayed drive's
+// default (MeasuredBufferSub6) is the same figure.
+func TestSub6BufferFromTailDrops(t *testing.T) {
+	want := int64(MeasuredTCP[signaling.CellSub6].QueueP50KB * 1000)
+	if MeasuredBufferSub6 != want {
+		t.Fatalf("MeasuredBufferSub6 %d, the tail drops' median queue %d", MeasuredBufferSub6, want)
+	}
+	for _, name := range []string{"mixed-drive", "steady"} {
+		sc, err := Builtin(name, LoadOptions{Duration: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, c := range sc.Config.Cells {
+			if c.Type == signaling.CellSub6 {
+				n++
+				if c.Buffer != want {
+					t.Errorf("%s %s: buffer %d, want %d", name, c.ID, c.Buffer, want)
+				}
+			}
+		}
+		if n == 0 {
+			t.Errorf("%s: no sub-6 cell", name)
+		}
+	}
 }
