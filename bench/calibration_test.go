@@ -224,3 +224,24 @@ func TestOverflowByType(t *testing.T) {
 		}
 	}
 }
+
+// ReadDropTimes never panics; what it returns is sorted and non-negative,
+// and an error names the file and line.
+func FuzzReadDropTimes(f *testing.F) {
+	f.Add("0 # 1691\n999 d 1 1500\n")
+	f.Add("x d 1 1500\n")
+	f.Add(" d \n-5 d 1 1\n")
+	f.Add("99999999999999999999 d 1 1\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		ds, err := ReadDropTimes(strings.NewReader(s), "mm-down.log")
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "mm-down.log:") {
+				t.Fatalf("error does not name file:line: %v", err)
+			}
+			return
+		}
+		if !slices.IsSorted(ds) || (len(ds) > 0 && ds[0] < 0) {
+			t.Fatalf("%v", ds)
+		}
+	})
+}

@@ -82,7 +82,7 @@ func ParseSenderLog(name string, r io.Reader) (*SenderLog, error) {
 			return nil, fmt.Errorf("%s: intervals[%d].streams: empty", name, i)
 		}
 		s := iv.Streams[0]
-		if math.IsNaN(s.Start) || math.IsNaN(s.End) || s.End <= s.Start || s.End > 1e7 || s.Bytes < 0 || math.IsNaN(s.Bytes) ||
+		if math.IsNaN(s.Start) || math.IsNaN(s.End) || s.Start < 0 || s.End <= s.Start || s.End > 1e7 || s.Bytes < 0 || s.Bytes > 1e15 || math.IsNaN(s.Bytes) ||
 			s.Retransmits < 0 || s.RTT < 0 || s.SndCwnd < 0 {
 			return nil, fmt.Errorf("%s: intervals[%d].streams[0]: start %v end %v bytes %v retransmits %d rtt %d snd_cwnd %d out of range",
 				name, i, s.Start, s.End, s.Bytes, s.Retransmits, s.RTT, s.SndCwnd)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,4 +237,30 @@ func TestSub6BufferFromTailDrops(t *testing.T) {
 			t.Errorf("%s: no sub-6 cell", name)
 		}
 	}
+}
+
+// ParseSenderLog refuses bad logs with an error naming the file, never
+// panics, and what it accepts has increasing interval ends.
+func FuzzParseSenderLog(f *testing.F) {
+	f.Add(`{"start":{"timestamp":{"timesecs":1676356232}},"intervals":[{"streams":[{"start":0,"end":0.1,"bytes":1000,"retransmits":0,"rtt":51495,"snd_cwnd":22016}]}]}`)
+	f.Add(`{"intervals":[{"streams":[{"start":0,"end":0.1,"bytes":1}]},{"streams":[{"start":0.1,"end":0.1,"bytes":1}]}]}`)
+	f.Add(`{"intervals":[{"streams":[]}]}`)
+	f.Add(`{"intervals":[{"streams":[{"start":-1e300,"end":0.1,"bytes":-1}]}]}`)
+	f.Add(`{"intervals":`)
+	f.Fuzz(func(t *testing.T, s string) {
+		l, err := ParseSenderLog("x.log", strings.NewReader(s))
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "x.log") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		var prev time.Duration
+		for i, x := range l.Samples {
+			if x.End <= prev || x.Start < 0 || x.Bytes < 0 || x.RTT < 0 || x.Cwnd < 0 {
+				t.Fatalf("sample %d accepted: %+v", i, x)
+			}
+			prev = x.End
+		}
+	})
 }
