@@ -508,6 +508,12 @@ func convKey(h HandoverRow, types map[string]string) string {
 // run directories under dir/runs (the sender's iperf3 JSON).
 func CalibrationRuns(dir string, results []RunResult) []CalRun {
 	out := make([]CalRun, 0, len(results))
+	// the drop logs are large: read only the calibrated variant's (pass,
+	// else the first, as Calibrate picks)
+	calVariant := "pass"
+	if len(results) > 0 && !slices.ContainsFunc(results, func(r RunResult) bool { return r.Variant == "pass" }) {
+		calVariant = results[0].Variant
+	}
 	for _, r := range results {
 		cr := CalRun{Result: r}
 		p := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", r.Variant, r.Index+1), clientJSONFile)
@@ -522,6 +528,10 @@ func CalibrationRuns(dir string, results []RunResult) []CalRun {
 					}
 				}
 			}
+		}
+		if r.Variant != calVariant {
+			out = append(out, cr)
+			continue
 		}
 		if d, err := readDropFile(filepath.Join(filepath.Dir(p), emuSubdir, "mm-down.log")); err == nil {
 			cr.Drops = d

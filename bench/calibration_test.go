@@ -245,3 +245,21 @@ func FuzzReadDropTimes(f *testing.F) {
 		}
 	})
 }
+
+// CalibrationRuns reads the calibrated variant's drop log (and only its):
+// a run without one has no drops (nil), a log without drops an empty list.
+func TestCalibrationRunsReadDrops(t *testing.T) {
+	dir := t.TempDir()
+	for name, log := range map[string]string{"pass-1": "5 d 1 1500\n2 d 1 1500\n", "pass-2": "0 # 100\n", "m2ho-1": "7 d 1 1500\n"} {
+		if err := os.MkdirAll(filepath.Join(dir, "runs", name, "emu"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "runs", name, "emu", "mm-down.log"), []byte(log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crs := CalibrationRuns(dir, []RunResult{{Variant: "pass", Index: 0}, {Variant: "pass", Index: 1}, {Variant: "m2ho", Index: 0}, {Variant: "pass", Index: 2}})
+	if !slices.Equal(crs[0].Drops, []float64{0.002, 0.005}) || crs[1].Drops == nil || len(crs[1].Drops) != 0 || crs[2].Drops != nil || crs[3].Drops != nil {
+		t.Fatalf("drops %v / %v / %v / %v", crs[0].Drops, crs[1].Drops, crs[2].Drops, crs[3].Drops)
+	}
+}
