@@ -172,7 +172,7 @@ func TestLoadScenarioDrive(t *testing.T) {
 // Per handover type, a handover overflows when a drop of the emulator's
 // log falls from the command's millisecond to one base RTT after random
 // access; the paper's bounds hold each type.
-func TestOverflowByType(t *testing.T) {
+func TestCalibOverflowByType(t *testing.T) {
 	log := "# mahimahi mm-link (downlink)\n# base timestamp: 0\n0 # 1691\n999 d 1 1500\n1000 d 1 1500\n2050 + 1500\n2061 - 1500 12\n" +
 		"3085 d 1 1500\n5000 d 2 3000\n"
 	drops, err := ReadDropTimes(strings.NewReader(log), "mm-down.log")

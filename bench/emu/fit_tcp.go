@@ -364,7 +364,7 @@ func quantileOf[T int64 | time.Duration](xs []T, p float64) T {
 // MeasuredTCP is what TCPSenderStats finds in the artifact's five sender
 // logs (iperf-sender-tcp-{1..4} of 2023-02-13 with {1..4}-ho.csv,
 // iperf-server-tcp-2 of 2023-02-06 with 2-ho-events.csv), recorded for
-// machines without the shared data (TestTCPSenderStatsFromData refits it).
+// machines without the shared data (TestMeasuredTCPSenderStats refits it).
 var MeasuredTCP = map[signaling.CellType]MeasuredTCPType{
 	signaling.CellSub6: {Seconds: 239.4, Mbps: 114.8, RTTP10: 53.5, RTTP50: 75.8, RTTP90: 125.2, EmptyQueueShare: 0.030,
 		InflightP50: 0.99, CutsOutsidePerMin: 5.7, TailDrops: 16, QueueP50KB: 1387, DelayP50: 134.9, RateP50: 79.5},

@@ -64,7 +64,7 @@ func measuredSenderLogs(t *testing.T) ([]*SenderLog, []ServingTimeline, []string
 
 // The recorded MeasuredTCP and MeasuredHandoverCuts are what
 // TCPSenderStats finds in the artifact's sender logs.
-func TestTCPSenderStatsFromData(t *testing.T) {
+func TestMeasuredTCPSenderStats(t *testing.T) {
 	logs, tls, names := measuredSenderLogs(t)
 	if len(logs) != 5 {
 		t.Fatalf("%d sender logs with an XCAL log of their drive (%v), want 5", len(logs), names)
@@ -113,7 +113,7 @@ func TestTCPSenderStatsFromData(t *testing.T) {
 // TCPSenderStats on a made-up log: a flow at 80 Mbit/s whose sRTT says a
 // 40 ms queue, one tail drop between handovers and one cut right after
 // the handover command.
-func TestTCPSenderStats(t *testing.T) {
+func TestFitTCPSenderStats(t *testing.T) {
 	l := &SenderLog{}
 	const iv = 100 * time.Millisecond
 	for i := range 200 {
@@ -165,7 +165,7 @@ func TestTCPSenderStats(t *testing.T) {
 // XCAL log of their drives), typed by level: the sub-6 capacity while the
 // TCP sender logs of that evening ran at 114.8 Mbit/s with a standing
 // queue.
-func TestSameEveningSub6Capacity(t *testing.T) {
+func TestMeasuredSameEveningSub6Capacity(t *testing.T) {
 	root := filepath.Join(testDataDir(), "m2ho-mobicom24", "measurements", "202302", "13")
 	logs, _ := filepath.Glob(filepath.Join(root, "udp-bw-recv-*.log"))
 	if len(logs) == 0 {
@@ -193,7 +193,7 @@ func TestSameEveningSub6Capacity(t *testing.T) {
 	}
 }
 
-func TestSub6ByLevel(t *testing.T) {
+func TestFitSub6ByLevel(t *testing.T) {
 	mbps := []float64{50, 100, 200, 210, 1000, 1200, 190, 180, 170, 160, 150, 900, 100, 100}
 	ends := make([]time.Duration, len(mbps))
 	segs := make([]int64, len(mbps))
@@ -214,7 +214,7 @@ func TestSub6ByLevel(t *testing.T) {
 // The built-in scenarios' sub-6 buffers are the measured one: the queue
 // at the artifact's TCP tail drops (MeasuredTCP), and a replayed drive's
 // default (MeasuredBufferSub6) is the same figure.
-func TestSub6BufferFromTailDrops(t *testing.T) {
+func TestMeasuredSub6BufferFromTailDrops(t *testing.T) {
 	want := int64(MeasuredTCP[signaling.CellSub6].QueueP50KB * 1000)
 	if MeasuredBufferSub6 != want {
 		t.Fatalf("MeasuredBufferSub6 %d, the tail drops' median queue %d", MeasuredBufferSub6, want)
