@@ -275,10 +275,13 @@ type CalRow struct {
 	// Measured is the reference; Target is what the emulated figure is
 	// held against (the reference, capped by the scenario's dwells for
 	// convergence), with Tolerance in the row's unit (points) or relative.
-	Measured  float64 `json:"measured"`
-	Target    float64 `json:"target"`
-	Tolerance string  `json:"tolerance"`
-	N         int     `json:"n"`
+	Measured float64 `json:"measured"`
+	Target   float64 `json:"target"`
+	// TargetRange, when set, is what the emulated figure is held against
+	// (± the tolerance); Target is then its middle.
+	TargetRange *[2]float64 `json:"target_range,omitempty"`
+	Tolerance   string      `json:"tolerance"`
+	N           int         `json:"n"`
 	// Verdict: pass, FAIL, or "-" (no tolerance, or no sample).
 	Verdict string `json:"verdict"`
 	Source  string `json:"source"`
@@ -302,6 +305,12 @@ type CalRun struct {
 	Result RunResult
 	Cwnd   []int64
 	Secs   float64
+	// Drops are the emulator's downlink tail drops (s, from
+	// emu/mm-down.log; nil when the log is absent); RTTms and RTTAt the
+	// sender's sRTT samples and their times on the emulator's clock.
+	Drops []float64
+	RTTms []float64
+	RTTAt []float64
 }
 
 // Calibrate computes the calibration block from the baseline's runs
@@ -448,14 +457,11 @@ func Calibrate(runs []CalRun, ref CalReference) *Calibration {
 			Target: ref.CwndCutsPerMin, Tolerance: "none (reported)", N: cuts, Verdict: "-", Source: ref.CwndCutsSource})
 	}
 	// findings per handover
-	var hos, flush, ovf, fromMm, ovfMm int64
+	var hos, flush int64
 	for _, r := range sel {
 		e := r.Result.Emu
 		hos += e.Handovers
 		flush += e.ReorderFlushes
-		ovf += e.OverflowHandovers
-		fromMm += e.FromMmWave
-		ovfMm += e.OverflowFromMmWave
 	}
 	finding := func(label string, k, n int64, measured float64) {
 		row := CalRow{Metric: label, Measured: measured * 100, Target: measured * 100, Tolerance: fmt.Sprintf("±%d points", CalFindingPoints),
@@ -469,8 +475,8 @@ func Calibrate(runs []CalRun, ref CalReference) *Calibration {
 		c.add(row, math.Abs(row.Emulated-row.Target) <= CalFindingPoints)
 	}
 	finding("flush with holes (% of handovers)", flush, hos, RefFlushHoles)
-	finding("target overflow (% of handovers)", ovf, hos, RefOverflow)
-	finding("target overflow, mmWave source (%)", ovfMm, fromMm, RefOverflowFromMmWave)
+	c.overflowRows(sel)
+	c.srttRows(sel)
 	return c
 }
 
@@ -502,6 +508,12 @@ func convKey(h HandoverRow, types map[string]string) string {
 // run directories under dir/runs (the sender's iperf3 JSON).
 func CalibrationRuns(dir string, results []RunResult) []CalRun {
 	out := make([]CalRun, 0, len(results))
+	// the drop logs are large: read only the calibrated variant's (pass,
+	// else the first, as Calibrate picks)
+	calVariant := "pass"
+	if len(results) > 0 && !slices.ContainsFunc(results, func(r RunResult) bool { return r.Variant == "pass" }) {
+		calVariant = results[0].Variant
+	}
 	for _, r := range results {
 		cr := CalRun{Result: r}
 		p := filepath.Join(dir, "runs", fmt.Sprintf("%s-%d", r.Variant, r.Index+1), clientJSONFile)
@@ -510,7 +522,21 @@ func CalibrationRuns(dir string, results []RunResult) []CalRun {
 				for _, iv := range s.Intervals {
 					cr.Cwnd = append(cr.Cwnd, iv.CwndBytes)
 					cr.Secs = max(cr.Secs, iv.End)
+					if iv.RTTus > 0 {
+						cr.RTTms = append(cr.RTTms, float64(iv.RTTus)/1000)
+						cr.RTTAt = append(cr.RTTAt, iv.End+r.Align.OffsetS)
+					}
 				}
+			}
+		}
+		if r.Variant != calVariant {
+			out = append(out, cr)
+			continue
+		}
+		if d, err := readDropFile(filepath.Join(filepath.Dir(p), emuSubdir, "mm-down.log")); err == nil {
+			cr.Drops = d
+			if cr.Drops == nil {
+				cr.Drops = []float64{}
 			}
 		}
 		out = append(out, cr)
@@ -534,7 +560,11 @@ func WriteCalibrationMarkdown(w io.Writer, c *Calibration) error {
 	}
 	b.WriteString("| metric | emulated | measured | target | tolerance | n | verdict |\n|---|---:|---:|---:|---|---:|---|\n")
 	for _, r := range c.Rows {
-		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %.2f | %s | %d | %s |\n", r.Metric, r.Emulated, r.Measured, r.Target, r.Tolerance, r.N, r.Verdict)
+		target := fmt.Sprintf("%.2f", r.Target)
+		if r.TargetRange != nil {
+			target = fmt.Sprintf("%.2f-%.2f", r.TargetRange[0], r.TargetRange[1])
+		}
+		fmt.Fprintf(&b, "| %s | %.2f | %.2f | %s | %s | %d | %s |\n", r.Metric, r.Emulated, r.Measured, target, r.Tolerance, r.N, r.Verdict)
 	}
 	b.WriteString("\nSources:\n\n")
 	seen := map[string]bool{}

@@ -536,8 +536,15 @@ var MeasuredVariability = map[signaling.CellType]Variability{
 // Measured per-type link figures (CALIBRATION.md): base RTT is the
 // minimum ping RTT (udp-ping-{1..4}, 2023-02-16, run alongside the UDP
 // saturation) per serving type; the queueing delay under saturation is the
-// median ping RTT minus that base; the buffer is that delay times the
-// type's mean UDP capacity (MeasuredVariability's means).
+// median ping RTT minus that base; the mmWave buffer is that delay times
+// the type's mean UDP capacity (MeasuredVariability's means). The sub-6
+// buffer is the queue the artifact's TCP flows had in the buffer when it
+// overflowed (the median over the tail drops between handovers,
+// TCPSenderStats): the median ping under UDP saturation is not the full
+// buffer (its p90 was 394-564 ms), and with 968 KB the emulated CUBIC's
+// sRTT on sub-6 was 29 / 49 / 92 ms (p10 / p50 / p90) against the
+// measured 53.5 / 75.8 / 125.2 ms (CALIBRATION.md, "Why CUBIC gets 68 %
+// of sub-6").
 const (
 	MeasuredRTTSub6      = 27100 * time.Microsecond
 	MeasuredRTTMmWave    = 26800 * time.Microsecond
@@ -545,7 +552,7 @@ const (
 	MeasuredQueueMmWave  = 18200 * time.Microsecond // 45.0 - 26.8 ms
 	MeasuredMbpsSub6     = 171.7
 	MeasuredMbpsMmWave   = 1018.8
-	MeasuredBufferSub6   = 968_000   // 45.1 ms x 171.7 Mbit/s
+	MeasuredBufferSub6   = 1_387_000 // the queue at the artifact's TCP tail drops on sub-6 (MeasuredTCP); the pings gave 968 KB = 45.1 ms x 171.7 Mbit/s
 	MeasuredBufferMmWave = 2_318_000 // 18.2 ms x 1018.8 Mbit/s
 	// MeasuredFlushHoles is Finding 2's share of handovers whose flush
 	// has holes (M2HO MobiCom'24 §3.3: 18.4 %).
