@@ -65,10 +65,11 @@ type DriverConfig struct {
 	Progress func(Progress)
 	// SignalQueue bounds the events waiting for the socket (default 8192).
 	SignalQueue int
-	// RTPriority, when > 0, runs the packet loop's thread SCHED_FIFO at
-	// this priority (1-99, needs root), so that other processes on a busy
-	// machine do not delay deliveries; it sleeps in ppoll between
-	// deadlines, so it does not starve them.
+	// RTPriority, when > 0, runs the emulator's threads (the packet
+	// loop's and the Go runtime's, which hand the loop back after a
+	// preemption) SCHED_FIFO at this priority (1-99, needs root), so that
+	// other processes on a busy machine do not delay deliveries; the loop
+	// sleeps in ppoll between deadlines, so it does not starve them.
 	RTPriority int
 }
 
@@ -246,7 +247,8 @@ const maxWait = 5 * time.Millisecond
 
 // Run emulates the link in real time until the duration is over or ctx
 // is done, then writes every output file and returns the result. It must
-// run on one goroutine; it locks it to its OS thread.
+// run on one goroutine; without RTPriority it locks it to its OS thread
+// (see pinThread for why it does not with RTPriority).
 func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	start := time.Now()
 	mc := d.cfg.Scenario.Config

@@ -39,6 +39,10 @@ type phaseRec struct {
 // late by milliseconds, an iteration takes microseconds to a few ms).
 const profRing = 1024
 
+// lateWalk bounds how many phases one late delivery's attribution looks
+// at; older late time counts as unknown.
+const lateWalk = 256
+
 // profile is the packet loop's timeline: the phases it went through and
 // the late deliveries' attribution to them. Every method takes the time
 // (ns from the loop's start); nothing reads a clock, so tests drive it
@@ -139,7 +143,10 @@ func (p *profile) late(due, w int64) {
 			covered += o
 		}
 	}
-	oldest := p.n - profRing
+	// a late delivery's span is the stall and the few phases after it:
+	// the walk is bounded so that a long stall's many late deliveries do
+	// not make the loop later still
+	oldest := p.n - lateWalk
 	for i := p.n - 1; i >= 0 && i >= oldest; i-- {
 		r := &p.ring[i%profRing]
 		if r.end <= due {
@@ -150,7 +157,7 @@ func (p *profile) late(due, w int64) {
 			covered += o
 		}
 	}
-	if rest := (w - due) - covered; rest > 0 && p.n > profRing {
+	if rest := (w - due) - covered; rest > 0 && p.n > lateWalk {
 		share[phUnknown] += rest
 	}
 	best := phOther
