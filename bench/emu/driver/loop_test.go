@@ -26,6 +26,15 @@ type loopRig struct {
 
 func newLoopRig(tb testing.TB, depth int) *loopRig {
 	tb.Helper()
+	// the model's clock starts an hour ahead of the wall clock, so
+	// nothing is written late: the profile's late-time attribution, which
+	// runs only for late deliveries, is not what this measures
+	return newLoopRigAt(tb, depth, time.Now().Add(time.Hour))
+}
+
+// newLoopRigAt starts the model's clock at start.
+func newLoopRigAt(tb testing.TB, depth int, start time.Time) *loopRig {
+	tb.Helper()
 	cfg := emu.DefaultConfig()
 	cfg.RTT = 10 * time.Millisecond
 	cfg.SlotSub6 = time.Millisecond
@@ -39,10 +48,6 @@ func newLoopRig(tb testing.TB, depth int) *loopRig {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { d.closeFiles() })
-	// the model's clock starts an hour ahead of the wall clock, so
-	// nothing is written late: the profile's late-time attribution, which
-	// runs only for late deliveries, is not what this measures
-	start := time.Now().Add(time.Hour)
 	m, err := emu.New(cfg, start, 1)
 	if err != nil {
 		tb.Fatal(err)

@@ -80,3 +80,21 @@ func TestProfileAllocatesNothing(t *testing.T) {
 }
 
 func emuGC() emu.GCStat { return emu.GCStat{} }
+
+// Every late delivery the driver counts is attributed to exactly one
+// cause in emulator.json's loop profile: here the model's clock is years
+// behind the wall clock, so every delivery is late.
+func TestDriverAttributesEveryLateDelivery(t *testing.T) {
+	r := newLoopRigAt(t, 100, t0) // deliveries due in 2024
+	for range 500 {
+		r.tick()
+	}
+	lp := r.d.prof.result(emu.GCStat{})
+	var n int64
+	for _, c := range lp.LateByCause {
+		n += c.Packets
+	}
+	if r.d.st.Late == 0 || r.d.st.Late != r.d.st.Delivered || n != r.d.st.Late {
+		t.Fatalf("late %d of %d delivered, %d attributed (%v)", r.d.st.Late, r.d.st.Delivered, n, lp.LateByCause)
+	}
+}
