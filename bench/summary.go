@@ -105,6 +105,10 @@ type EmulatorBlock struct {
 	FalseAlarms    int64   `json:"false_alarms"`
 	MaxLateMs      float64 `json:"max_late_ms"`
 	EventsDropped  int64   `json:"events_dropped"`
+	// LateCauses: the late deliveries of all runs by the part of the
+	// emulator's loop that dominated their lateness (emulator.json
+	// loop.late_by_cause: wake, write_down, events, ...).
+	LateCauses map[string]int64 `json:"late_causes,omitempty"`
 }
 
 // Meta describes the bench invocation for the summary.
@@ -144,6 +148,14 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		e.ReorderFlushes += r.Emu.ReorderFlushes
 		e.EventsDropped += r.Emu.EventsDropped
 		e.FalseAlarms = max(e.FalseAlarms, r.Emu.FalseAlarms)
+		if r.Emu.Loop != nil {
+			for k, c := range r.Emu.Loop.LateByCause {
+				if e.LateCauses == nil {
+					e.LateCauses = map[string]int64{}
+				}
+				e.LateCauses[k] += c.Packets
+			}
+		}
 		s.AlignmentLagP50Ms = math.Max(s.AlignmentLagP50Ms, r.Align.LagP50S*1000)
 	}
 	s.Handovers = max(hoSeen, 0)
@@ -462,6 +474,9 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
 	fmt.Fprintf(&b, "- emulator: late %.2f %% (worst run), max late %.1f ms, overflow drops %d, reorder flushes %d, events dropped %d\n",
 		s.Emulator.LatePct, s.Emulator.MaxLateMs, s.Emulator.OverflowDrops, s.Emulator.ReorderFlushes, s.Emulator.EventsDropped)
+	if lc := lateCauses(s.Emulator.LateCauses); lc != "" {
+		fmt.Fprintf(&b, "- emulator's late deliveries by cause (all runs; emulator.json loop): %s\n", lc)
+	}
 	fmt.Fprintf(&b, "- sender congestion control (iperf3): %s; seeds: %v; convergence: %.0f %% of the capacity, averaged over %s windows\n",
 		strings.Join(s.SenderCongestion, ", "), s.Seeds, s.ConvergenceFraction*100, strings.Join(s.ConvergenceWindowsS, " and "))
 	fmt.Fprintf(&b, "- command: `%s`\n\n", s.CommandLine)

@@ -208,6 +208,9 @@ type Summary struct {
 	HARQFraction float64 `json:"harq_fraction"`
 	// Drive is set for a replayed measured drive.
 	Drive *Drive `json:"drive,omitempty"`
+	// Loop is the real-time driver's profile: where its time went and
+	// the late deliveries' causes.
+	Loop *LoopProfile `json:"loop,omitempty"`
 }
 
 func secs(d time.Duration) string { return strconv.FormatFloat(d.Seconds(), 'f', 6, 64) }

@@ -65,10 +65,11 @@ type DriverConfig struct {
 	Progress func(Progress)
 	// SignalQueue bounds the events waiting for the socket (default 8192).
 	SignalQueue int
-	// RTPriority, when > 0, runs the packet loop's thread SCHED_FIFO at
-	// this priority (1-99, needs root), so that other processes on a busy
-	// machine do not delay deliveries; it sleeps in ppoll between
-	// deadlines, so it does not starve them.
+	// RTPriority, when > 0, runs the emulator's threads (the packet
+	// loop's and the Go runtime's, which hand the loop back after a
+	// preemption) SCHED_FIFO at this priority (1-99, needs root), so that
+	// other processes on a busy machine do not delay deliveries; the loop
+	// sleeps in ppoll between deadlines, so it does not starve them.
 	RTPriority int
 }
 
@@ -138,6 +139,12 @@ type Driver struct {
 	published int64
 
 	st DriverStats
+
+	// prof is the loop's timeline (Run makes it); t0 is the loop's start.
+	prof *profile
+	t0   time.Time
+	gc   emu.GCStat
+	wdue []time.Time // the due times of wbatch's packets
 }
 
 // bufSize is a packet buffer after the head-room: a 1500-byte MTU packet
@@ -173,6 +180,7 @@ func newDriver(cfg DriverConfig, dev packetIO) (*Driver, error) {
 	}
 	d := &Driver{cfg: cfg, io: dev, commandWait: commandPublishWait, cls: emu.Classifier{UE: cfg.UENets},
 		out: make([]emu.Delivery, 0, 1024), ev: make([]signaling.Event, 0, 256)}
+	d.t0, d.prof = time.Now(), newProfile(cfg.Duration)
 	lay := dev.layout()
 	bs := max(dev.batch(), 1)
 	d.off = lay.Headroom
@@ -182,6 +190,7 @@ func newDriver(cfg DriverConfig, dev packetIO) (*Driver, error) {
 	d.rbufs = make([][]byte, bs)
 	d.rsizes = make([]int, bs)
 	d.wbatch = make([][]byte, 0, bs)
+	d.wdue = make([]time.Time, 0, bs)
 	if lay.BufSize > bufSize {
 		d.wscratch = make([][]byte, bs)
 		for i := range d.wscratch {
@@ -192,7 +201,7 @@ func newDriver(cfg DriverConfig, dev packetIO) (*Driver, error) {
 	if d.events, err = os.Create(filepath.Join(cfg.OutDir, "events.jsonl")); err != nil {
 		return nil, err
 	}
-	d.eventsBuf = bufio.NewWriterSize(d.events, 256<<10)
+	d.eventsBuf = bufio.NewWriterSize(&timedWriter{w: d.events, d: d}, 256<<10)
 	d.evw = signaling.NewWriter(d.eventsBuf)
 	for i, name := range []string{"mm-down.log", "mm-up.log"} {
 		if d.logFiles[i], err = os.Create(filepath.Join(cfg.OutDir, name)); err != nil {
@@ -238,7 +247,8 @@ const maxWait = 5 * time.Millisecond
 
 // Run emulates the link in real time until the duration is over or ctx
 // is done, then writes every output file and returns the result. It must
-// run on one goroutine; it locks it to its OS thread.
+// run on one goroutine; without RTPriority it locks it to its OS thread
+// (see pinThread for why it does not with RTPriority).
 func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	start := time.Now()
 	mc := d.cfg.Scenario.Config
@@ -252,8 +262,10 @@ func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	}
 	d.m = m
 	src := d.cfg.Scenario.Source
-	d.logs[emu.Down] = emu.NewMMLog(d.logFiles[emu.Down], "downlink", src)
-	d.logs[emu.Up] = emu.NewMMLog(d.logFiles[emu.Up], "uplink", src)
+	d.logs[emu.Down] = emu.NewMMLog(&timedWriter{w: d.logFiles[emu.Down], d: d}, "downlink", src)
+	d.logs[emu.Up] = emu.NewMMLog(&timedWriter{w: d.logFiles[emu.Up], d: d}, "uplink", src)
+	d.t0, d.prof = start, newProfile(d.cfg.Duration)
+	gc0, alloc0, pause0 := gcNow()
 	m.SetLog(emu.Down, d.logs[emu.Down])
 	m.SetLog(emu.Up, d.logs[emu.Up])
 	if d.pub != nil {
@@ -281,6 +293,7 @@ func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 	var loopErr error
 	for !stop.Load() {
 		now := time.Now()
+		d.prof.mark(phStep, d.ns(now))
 		if !now.Before(end) {
 			now = end
 		}
@@ -293,8 +306,11 @@ func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 			loopErr = err
 			break
 		}
+		d.prof.mark(phStep, d.since())
 		m.Step(now, &d.out, &d.ev)
 		d.flush()
+		d.prof.mark(phOther, d.since())
+		d.prof.tick(d.ns(now))
 		if d.cfg.Progress != nil && !now.Before(nextProgress) {
 			c := m.Counters()
 			b := c.DeliveredBytes[emu.Down]
@@ -312,13 +328,18 @@ func (d *Driver) Run(ctx context.Context) (res Result, err error) {
 			deadline = lim
 		}
 		if time.Until(deadline) > spinBelow {
+			from := d.since()
 			if err := d.io.wait(deadline); err != nil {
 				loopErr = err
 				break
 			}
+			d.prof.slept(from, d.ns(deadline), d.since())
 		}
 	}
+	d.prof.mark(phOther, d.since())
 	elapsed := min(time.Since(start), d.cfg.Duration)
+	gc1, alloc1, pause1 := gcNow()
+	d.gc = gcBetween(gc0, alloc0, pause0, gc1, alloc1, pause1)
 	return d.finish(start, elapsed, loopErr)
 }
 
@@ -343,7 +364,9 @@ func (d *Driver) ingest(now time.Time) error {
 			d.rids[i] = d.pool.get()
 			d.rbufs[i] = d.pool.buf(d.rids[i])
 		}
+		d.prof.mark(phRead, d.since())
 		n, err := d.io.readBatch(d.rbufs, d.rsizes, d.off)
+		d.prof.mark(phStep, d.since())
 		for i := 0; i < n; i++ {
 			id, size := d.rids[i], d.rsizes[i]
 			p := d.rbufs[i][d.off : d.off+size]
@@ -374,9 +397,12 @@ func (d *Driver) ingest(now time.Time) error {
 	return nil
 }
 
-// flush writes the deliveries of the last Step to the device (in model
-// order), frees their buffers, measures lateness against the write time,
-// and records and publishes the events.
+// flush writes the deliveries of the last Step to the device, frees
+// their buffers, measures lateness against each write, and records and
+// publishes the events. The downlink deliveries are written first, then
+// the uplink ones, each direction in model order: the two directions
+// leave through different interfaces, so nothing orders one against the
+// other, and the profile can tell the kernel's work behind each apart.
 func (d *Driver) flush() {
 	// Events first: a handover command is what makes the UE flush its
 	// reordering buffer, so on a phone the command is known (the modem
@@ -386,6 +412,9 @@ func (d *Driver) flush() {
 	// Finding 2 at all (measured: ACKs 0.2 ms after the flush, the
 	// command applied ~1 ms after it).
 	command := false
+	if len(d.ev) > 0 {
+		d.prof.mark(phEvents, d.since())
+	}
 	for i := range d.ev {
 		e := &d.ev[i]
 		d.evw.Write(e)
@@ -397,54 +426,62 @@ func (d *Driver) flush() {
 	}
 	d.ev = d.ev[:0]
 	if command && len(d.out) > 0 {
+		d.prof.mark(phCmdWait, d.since())
 		d.pub.waitHandled(d.commandWait)
 	}
-	if len(d.out) > 0 {
-		// The step's deliveries go out in model order, a device batch per
-		// write; the model has counted each at its own Due, and lateness
-		// below is per delivery, however the device merges them.
-		d.wbatch = d.wbatch[:0]
-		for i := range d.out {
-			dl := &d.out[i]
-			id := uint32(dl.ID)
-			if !dl.Dropped {
-				b := d.pool.buf(id)[:d.off+int(d.pool.size[id])]
-				if dl.Dir == emu.Up && d.dup.Observe(b[d.off:]) {
-					d.st.DupAcks++
-				}
-				if d.wscratch != nil {
-					w := d.wscratch[len(d.wbatch)]
-					b = w[:d.off+copy(w[d.off:], b[d.off:])]
-				}
-				d.wbatch = append(d.wbatch, b)
-				if len(d.wbatch) == cap(d.wbatch) {
-					d.writeBatch()
-				}
-			}
-		}
-		d.writeBatch()
-		for i := range d.out {
-			d.pool.put(uint32(d.out[i].ID))
-		}
-		written := time.Now()
-		for i := range d.out {
-			dl := &d.out[i]
-			if dl.Dropped {
-				continue
-			}
-			d.st.Delivered++
-			if late := written.Sub(dl.Due); late > d.cfg.LateThreshold {
-				d.st.Late++
-				d.st.MaxLate = max(d.st.MaxLate, late)
-			}
-		}
-		d.out = d.out[:0]
+	if len(d.out) == 0 {
+		return
 	}
+	d.prof.flushed(len(d.out))
+	d.writeDir(emu.Down, phWriteDown)
+	d.writeDir(emu.Up, phWriteUp)
+	for i := range d.out {
+		d.pool.put(uint32(d.out[i].ID))
+	}
+	d.out = d.out[:0]
+}
+
+// writeDir writes the step's deliveries of one direction, a device batch
+// per write; the model has counted each at its own Due, and lateness is
+// per delivery against the end of its batch's write, however the device
+// merges them.
+func (d *Driver) writeDir(dir emu.Dir, ph phase) {
+	d.wbatch, d.wdue = d.wbatch[:0], d.wdue[:0]
+	marked := false
+	for i := range d.out {
+		dl := &d.out[i]
+		if dl.Dropped || dl.Dir != dir {
+			continue
+		}
+		if !marked {
+			d.prof.mark(ph, d.since())
+			marked = true
+		}
+		id := uint32(dl.ID)
+		b := d.pool.buf(id)[:d.off+int(d.pool.size[id])]
+		if dir == emu.Up && d.dup.Observe(b[d.off:]) {
+			d.st.DupAcks++
+		}
+		if d.wscratch != nil {
+			w := d.wscratch[len(d.wbatch)]
+			b = w[:d.off+copy(w[d.off:], b[d.off:])]
+		}
+		d.wbatch = append(d.wbatch, b)
+		d.wdue = append(d.wdue, dl.Due)
+		if len(d.wbatch) == cap(d.wbatch) {
+			d.writeBatch()
+		}
+	}
+	d.writeBatch()
 }
 
 // writeBatch writes d.wbatch, skipping (and counting) a packet the device
-// refuses, and empties it.
+// refuses, counts its packets delivered and late against the time the
+// write returned, and empties it.
 func (d *Driver) writeBatch() {
+	if len(d.wbatch) == 0 {
+		return
+	}
 	b := d.wbatch
 	for len(b) > 0 {
 		n, err := d.io.writeBatch(b, d.off)
@@ -454,8 +491,23 @@ func (d *Driver) writeBatch() {
 		d.st.WriteErrors++
 		b = b[min(n+1, len(b)):]
 	}
-	d.wbatch = d.wbatch[:0]
+	written := time.Now()
+	w := d.ns(written)
+	for _, due := range d.wdue {
+		d.st.Delivered++
+		if late := written.Sub(due); late > d.cfg.LateThreshold {
+			d.st.Late++
+			d.st.MaxLate = max(d.st.MaxLate, late)
+			d.prof.late(d.ns(due), w)
+		}
+	}
+	d.prof.delivered(w, len(d.wdue))
+	d.wbatch, d.wdue = d.wbatch[:0], d.wdue[:0]
 }
+
+// ns is t in ns from the loop's start; since is now.
+func (d *Driver) ns(t time.Time) int64 { return int64(t.Sub(d.t0)) }
+func (d *Driver) since() int64         { return int64(time.Since(d.t0)) }
 
 // commandPublishWait bounds how long the packets of a step with a
 // handover command wait for the command to be written to the signalling
@@ -496,6 +548,7 @@ func (d *Driver) finish(start time.Time, elapsed time.Duration, loopErr error) (
 		OverflowHandovers: c.OverflowHandovers, FromMmWave: c.FromMmWave, OverflowFromMmWave: c.OverflowFromMmWave,
 		FlushHolesP: d.cfg.Scenario.Config.FlushHoles, HARQFraction: d.cfg.Scenario.Config.HARQFraction,
 		Drive: d.cfg.Scenario.Drive,
+		Loop:  d.prof.result(d.gc),
 	}
 	errs = append(errs, WriteOutputs(d.cfg.OutDir, &res))
 	return res, errors.Join(errs...)
