@@ -95,8 +95,11 @@ queue: a slow or absent proxy costs counted drops, never packet delay).
 Timing: the driver measures its own lateness. A delivery written more than
 1 ms after the model's due time is late; a run with more than
 --late-threshold percent late deliveries is marked invalid in
-emulator.json, not a result. The packet loop runs real-time (SCHED_FIFO,
---rt-priority) and sleeps in ppoll between deadlines. --scale multiplies every capacity and buffer
+emulator.json, not a result; its "loop" block says where the late time
+went (bench/emu/LATENESS.md). Every thread of the emulator runs real-time
+(SCHED_FIFO, --rt-priority; the packet loop's goroutine is not locked to a
+thread, so after a Go preemption any of them resumes it at once) and
+sleeps in ppoll between deadlines. --scale multiplies every capacity and buffer
 for machines too slow for mmWave rates; it is printed with every result.
 
 Outputs in --out (the bench reads them):
@@ -141,7 +144,7 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 	fl.StringVar(&f.netIf, "net-if", f.netIf, "interface facing the server (network side)")
 	fl.StringSliceVar(&f.ueNets, "ue-net", nil, "UE-side prefixes, packets to them go down the link (default: the routes through --ue-if)")
 	fl.Float64Var(&f.lateThreshold, "late-threshold", f.lateThreshold, "percent of late deliveries (>1 ms after due) above which the run is invalid")
-	fl.IntVar(&f.rtPriority, "rt-priority", f.rtPriority, "run the packet loop SCHED_FIFO at this priority (1-99) so a busy machine does not delay deliveries; 0: normal scheduling")
+	fl.IntVar(&f.rtPriority, "rt-priority", f.rtPriority, "run every emulator thread SCHED_FIFO at this priority (1-99) so a busy machine does not delay deliveries; 0: normal scheduling")
 	fl.StringVar(&f.xcal, "xcal", "", "replay this XCAL export (a real drive) instead of the scenario's schedule: every report, command and random access at its logged time")
 	fl.StringVar(&f.capLog, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log as the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
 	fl.StringVar(&f.dataDir, "data-dir", "", "shared data directory for scenarios that read ../shared/data (default $M2HO_SHARED_DATA, else <repo>/../shared/data)")
