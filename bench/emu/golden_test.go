@@ -81,16 +81,19 @@ func goldenRun(t *testing.T, dur time.Duration, edit func(*Config)) (uint64, Cou
 // same virtual times, the same drops and events as the model of the day
 // this test was written (the emulator's lateness work, issue 9, changed
 // the driver, not the model). A change to the model that changes what a
-// seed does must change this hash on purpose, saying why.
+// seed does must change this hash on purpose, saying why. Changed once
+// since, on purpose: the built-in drive's sub-6 buffer went from 968 to
+// 1387 KB (the queue at the measured tail drops, CALIBRATION.md); the
+// model's code did not change.
 func TestGoldenMixedDrive(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
 		want uint64
 	}{
-		{"as built in", nil, 0x96ee9f7add80c10f},
+		{"as built in", nil, 0x2a4233f94bab9f9d},
 		// every handover with a flush hole, and the per-packet HARQ model
-		{"holes and harq", func(c *Config) { c.FlushHoles, c.HARQFraction = 1, 0.02 }, 0x40c0e9ffe6f02a8b},
+		{"holes and harq", func(c *Config) { c.FlushHoles, c.HARQFraction = 1, 0.02 }, 0xfea4effec1c43ea9},
 	} {
 		got, c := goldenRun(t, 60*time.Second, tc.edit)
 		if c.OverflowDrops == 0 || c.Delivered[Down] == 0 || totalHandovers(c) < 3 || c.Delivered[Up] == 0 {
