@@ -161,6 +161,12 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 			toPhone = append(toPhone, s)
 			r.served += mss
 		}
+		if len(queue) == 0 {
+			// Drained within the step: the rest of it was idle too. (A
+			// queue that a segment reaches every step never looked empty
+			// above, and banked megabytes that a later dip then served.)
+			credit = min(credit, mss)
+		}
 		if dc.mismatchAt > 0 && !mismatched && el >= dc.mismatchAt {
 			// A lone bad sample: an ACK the phone stamped late, matched
 			// by an echo mismatch RTT after the stamp.
