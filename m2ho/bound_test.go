@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/m2ho/m2ho/signaling"
 )
 
 // The bench's sub-6 dwell (scale 0.3): a 124 Mbit/s cell, a 290 KB buffer,
@@ -207,5 +209,24 @@ func TestParseEqn2Bound(t *testing.T) {
 	var zero Config
 	if zero.Eqn2Bound != BoundEnvelope {
 		t.Error("the zero Config is not the envelope bound")
+	}
+}
+
+// r_low is the serving cell's: random access to a new cell forgets the old
+// one's rates (a low one would hold the new cell's window for a second, a
+// high one would let its first dip overflow), and it is the delivery rate
+// the phone sees, whatever estimator c_est uses.
+func TestEnvelopePerCell(t *testing.T) {
+	fx := newFixture(t, func(c *Config) { c.SignalLoss = time.Hour })
+	f := attach(fx, 0)
+	fx.ev(0, slotEv(0, 0))
+	tsFlow(fx.c, f) // 10000 B in 50 ms
+	if lo, ok := fx.c.env.low(at(100)); !ok || math.Abs(lo-200000) > 1 {
+		t.Fatalf("r_low %v (%v), want 200000 B/s", lo, ok)
+	}
+	fx.ev(200, command(signaling.HOIntraNR, sub6, "B"))
+	fx.ev(230, raEv(signaling.RASuccess, signaling.RAHandover))
+	if lo, ok := fx.c.env.low(at(230)); ok {
+		t.Fatalf("r_low %v of the old cell survived random access to B", lo)
 	}
 }
