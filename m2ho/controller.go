@@ -25,6 +25,10 @@
 //   - Eqn 2's rwnd is kept between the serving cell's ŝ_max and one
 //     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max per
 //     RTT (see stableRwnd); RTT_min is the current cell's (Flow.newPath).
+//     In a sub-6 dwell the product's rate is r_low, the least per-RTT
+//     delivery rate of the cell in the last second (Config.Eqn2Bound,
+//     envelope.go), so a capacity dip to any rate the cell showed lately
+//     queues at most ŝ_max; the return ramp keeps the last RTT's rate.
 //   - The return to mmWave after Eqn 2 does not release the window at
 //     once: the same bounded rwnd (the ramp) goes on with the mmWave
 //     cell's ŝ_max until the flow's sender shows a loss recovery, which
