@@ -25,6 +25,10 @@
 //   - Eqn 2's rwnd is kept between the serving cell's ŝ_max and one
 //     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max per
 //     RTT (see stableRwnd); RTT_min is the current cell's (Flow.newPath).
+//     In a sub-6 dwell the product's rate is r_low, the least per-RTT
+//     delivery rate of the cell in the last second (Config.Eqn2Bound,
+//     envelope.go), so a capacity dip to any rate the cell showed lately
+//     queues at most ŝ_max; the return ramp keeps the last RTT's rate.
 //   - The return to mmWave after Eqn 2 does not release the window at
 //     once: the same bounded rwnd (the ramp) goes on with the mmWave
 //     cell's ŝ_max until the flow's sender shows a loss recovery, which
@@ -114,6 +118,11 @@ type Config struct {
 	SMaxDB           *SMaxDB // nil: every lookup gives DefaultSMax
 	Rules            Rules   // prediction rule set; default Streams (Algorithm1 and A3Only stay selectable)
 	StableRate       Toggle  // Eqn 2 in Stable; default on
+	// Eqn2Bound is the cap on Eqn 2's window and the ramp's: the low
+	// envelope of the cell's rate (default) or its last rate.
+	Eqn2Bound Eqn2Bound
+	// EnvelopeWindow is how far back the envelope looks; default 1 s.
+	EnvelopeWindow time.Duration
 }
 
 // Observer is told of the controller's decisions, for logs and metrics.
@@ -155,6 +164,7 @@ type Controller struct {
 	obs        Observer
 	pred       *Predictor
 	est        bwe.Estimator
+	env        envelope // r_low for Eqn2Bound BoundEnvelope
 	burst      burstDetector
 
 	state State
@@ -250,6 +260,9 @@ func New(cfg Config) *Controller {
 	if cfg.RTTFloor <= 0 {
 		cfg.RTTFloor = DefaultRTTFloor
 	}
+	if cfg.EnvelopeWindow <= 0 {
+		cfg.EnvelopeWindow = DefaultEnvelopeWindow
+	}
 	if cfg.Estimator == nil {
 		cfg.Estimator = func() bwe.Estimator { return bwe.NewPerRTT() }
 	}
@@ -270,6 +283,7 @@ func New(cfg Config) *Controller {
 		obs:         cfg.Observer,
 		pred:        NewPredictor(cfg.Rules, cfg.DefaultT2),
 		est:         cfg.Estimator(),
+		env:         envelope{window: cfg.EnvelopeWindow},
 		passThrough: true,
 		epoch:       2,
 	}
@@ -436,6 +450,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 			c.burst.reset()
 			// The new cell's capacity has nothing to do with the old one's.
 			c.est.Reset()
+			c.env.reset()
 			c.setState(now, Smoothing, "random access success")
 		}
 		// A failed attempt changes nothing: the UE retries until success
@@ -460,6 +475,7 @@ func (c *Controller) executed(now time.Time, o Outcome) {
 	c.serving = o.Target
 	c.burst.reset()
 	c.est.Reset()
+	c.env.reset()
 	c.armEqn2(o)
 	c.stableCap, _ = c.cfg.SMaxDB.Lookup(o.Target)
 	c.setState(now, Stable, "inferred handover: executed already")
@@ -662,6 +678,7 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		rtt = c.lastRTT
 	}
 	c.est.Sample(now, p.PayloadLen, rtt)
+	c.env.sample(now, p.PayloadLen, rtt)
 }
 
 func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
@@ -774,8 +791,31 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	// delayed ACK on a lone segment), and one RTT interval with a gap in
 	// it (c_est low) starts the fall. On the bench a sender once sat at
 	// two segments for the last 7 s of a run after mmWave → sub-6.
+	//
+	// The rate in the cap (Config.Eqn2Bound): rate·RTT_min + ŝ_max keeps
+	// the queue under ŝ_max only while the next RTT drains as fast as the
+	// last one; a fall from r to r' queues (r − r')·RTT_min more, and the
+	// measured sub-6 cells fall by half within 0.1 s (the bench: 124 → 40
+	// Mbit/s, 4-61 drops and a 30 % cwnd cut each). BoundEnvelope puts
+	// r_low there, the least per-RTT rate of the cell in the last
+	// EnvelopeWindow (see envelope and DefaultEnvelopeWindow): a dip to
+	// any rate at or above r_low then queues at most ŝ_max ≤ s_max. Not
+	// on the ramp: r_low rises by at most ŝ_max/RTT_min per window while
+	// the window holds the flow (its delivery rate is the cap's own), so
+	// from a sub-6-sized window to an mmWave pipe of MBs it takes tens of
+	// seconds where §4.5 and issue 9 want the cell filled within 1 s of
+	// the return (TestReturnToMmWaveNoOverflow: 80 % in 42 RTTs instead of
+	// ≤ 8 under the envelope, 5 % of the capacity with the sub-6
+	// fallback ŝ_max); a dip during the ramp costs the ramp, which lets
+	// go at the first retransmission, not the sub-6 dwell's window.
 	if c.stableCap > 0 {
-		rwnd = min(rwnd, r*rttMin.Seconds()+float64(c.stableCap))
+		pipe := r
+		if c.cfg.Eqn2Bound == BoundEnvelope && c.eqn2Armed {
+			if lo, ok := c.env.low(now); ok {
+				pipe = min(pipe, lo)
+			}
+		}
+		rwnd = min(rwnd, pipe*rttMin.Seconds()+float64(c.stableCap))
 		rwnd = max(rwnd, float64(c.stableCap))
 	}
 	rwnd /= share

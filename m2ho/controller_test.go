@@ -827,6 +827,11 @@ func TestOnPacketAllocs(t *testing.T) {
 	}{
 		{"pass-through", func(*fixture, *Flow) {}, Stable},
 		{"stable with Eqn 2", func(fx *fixture, f *Flow) { fx.ev(0, slotEv(0, 0)); tsFlow(fx.c, f) }, Stable},
+		{"stable in a sub-6 dwell, envelope bound", func(fx *fixture, f *Flow) {
+			fx.ev(0, slotEv(0, 0))
+			fx.c.eqn2Armed, fx.c.stableCap = true, 20000 // as after a handover mmWave → sub-6
+			tsFlow(fx.c, f)
+		}, Stable},
 		{"preparation", func(fx *fixture, f *Flow) { fx.ev(0, command(signaling.HOIntraNR, sub6, "A")) }, Preparation},
 		{"smoothing", func(fx *fixture, f *Flow) {
 			fx.c.cfg.SmoothingBound = time.Hour
@@ -858,6 +863,9 @@ func TestOnPacketAllocs(t *testing.T) {
 		})
 		if n != 0 {
 			t.Fatalf("%s: %v allocs per OnPacket pair", st.name, n)
+		}
+		if _, ok := fx.c.env.low(at(ms)); fx.c.eqn2Armed && !ok {
+			t.Fatalf("%s: the envelope has no rate: its path was not run", st.name)
 		}
 		fx.want(st.want)
 		if fx.c.ramp && f.rampFree == fx.c.rampGen {

@@ -261,6 +261,9 @@ func runTail(t *testing.T, tc tailCase) tailResult {
 			s.at = now + tc.base/4
 			toPhone = append(toPhone, s)
 		}
+		if len(queue) == 0 {
+			credit = min(credit, mss) // drained within the step: idle for the rest (see runDwell)
+		}
 
 		// Signalling.
 		if tc.predict && now >= cmdAt-60*time.Millisecond && now-step < cmdAt-60*time.Millisecond {

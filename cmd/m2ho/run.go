@@ -54,6 +54,7 @@ type runConfig struct {
 	MaxFlows       int           `yaml:"max-flows"`
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
+	Eqn2Bound      string        `yaml:"eqn2-bound"`
 	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
@@ -95,6 +96,7 @@ func defaultRunConfig() runConfig {
 		MaxFlows:       proxy.DefaultMaxFlows,
 		FlowIdle:       proxy.DefaultIdleTimeout,
 		StableRate:     true,
+		Eqn2Bound:      m2ho.Eqn2BoundNames[0],
 		TunnelHints:    true,
 		Predictor:      m2ho.Streams.Name(),
 	}
@@ -177,6 +179,7 @@ Example (as root):
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
+	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: envelope (the cell's least per-RTT rate of the last second times RTT_min, plus s_max: survives the capacity dips the cell has shown) or rate (its last rate: a dip within the next RTT overflows the buffer)")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
 	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
 	fs.StringVar(&c.TunnelCA, "tunnel-ca", c.TunnelCA, "CA certificate (PEM) that signed the tunnel server's certificate")
@@ -243,6 +246,9 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 	}
 	if _, err = c.predictorRules(); err != nil {
 		return nil, 0, nil, err
+	}
+	if _, err = m2ho.ParseEqn2Bound(c.Eqn2Bound); err != nil {
+		return nil, 0, nil, fmt.Errorf("--eqn2-bound: %w", err)
 	}
 	switch {
 	case c.SignalTimeout <= 0:
@@ -407,7 +413,8 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			ctrlObs = hf
 		}
 	}
-	pred, _ := c.predictorRules() // checked above
+	pred, _ := c.predictorRules()                    // checked above
+	eqn2Bound, _ := m2ho.ParseEqn2Bound(c.Eqn2Bound) // checked above
 	ctrl := m2ho.New(m2ho.Config{
 		Rules:          pred,
 		Lambda:         c.Lambda,
@@ -417,6 +424,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		Observer:       ctrlObs,
 		SMaxDB:         db,
 		StableRate:     toggle(c.StableRate),
+		Eqn2Bound:      eqn2Bound,
 	})
 	if hf != nil {
 		hf.ctrlHint = ctrl.Hint
