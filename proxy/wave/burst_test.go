@@ -28,8 +28,12 @@ func grown(t *testing.T, cfg Config) *harness {
 	return h
 }
 
+// The burst-size tests below that follow TxTime burst by burst use
+// ATDWindow 1 (Wave's published rule: the last train alone), so that each
+// train's ATD is the one tracking uses; the ATD filter has its own tests.
+
 func TestBurstGrowsAtFloor(t *testing.T) {
-	h := grown(t, Config{})
+	h := grown(t, Config{ATDWindow: 1})
 	// the next window allows the grown burst
 	if n, _ := h.p.Budget(t0.Add(ms(10))); n != 20 {
 		t.Fatalf("Budget = %d packets, want 20", n)
@@ -89,7 +93,7 @@ func TestBurstGrowthNeedsFullCurrentBurst(t *testing.T) {
 
 func TestBurstShrinks(t *testing.T) {
 	t.Run("well above the floor", func(t *testing.T) {
-		h := grown(t, Config{})
+		h := grown(t, Config{ATDWindow: 1})
 		// 20 packets over 9 ms of frames: ATD 10 ms ≥ 4·floor: halved to
 		// 10 at the same rate, TxTime 5 ms
 		h.trainN(h.burst(10, 20), 20, 60, 1)
@@ -100,7 +104,7 @@ func TestBurstShrinks(t *testing.T) {
 		near(t, "TxTime", s.TxTime, ms(5))
 	})
 	t.Run("inside the band", func(t *testing.T) {
-		h := grown(t, Config{})
+		h := grown(t, Config{ATDWindow: 1})
 		// ATD 3 ms: between the floor and 4·floor, the size stays
 		h.trainN(h.burst(10, 20), 20, 60, 2.7/9)
 		if s := h.p.State(); s.BurstPackets != 20 || s.BurstShrinks != 0 {

@@ -213,6 +213,9 @@ const (
 	// mmWave's ~1 Gbit/s.
 	DefaultMaxBurstPackets = 128
 	DefaultMaxAckDelay     = 25 * time.Millisecond
+	// DefaultATDWindow is how many measured bursts the ATD filter keeps
+	// (see "ATD filter" in the package comment).
+	DefaultATDWindow = 16
 	// DefaultNominalPacketBytes is the size of a full tunnel packet on the
 	// wire: a ~1280-byte inner IP packet plus QUIC short header, DATAGRAM
 	// frame header and AEAD tag. It converts a hinted rate (bytes/s) into a
@@ -241,6 +244,11 @@ type Config struct {
 	// (OnAckDelayed): the peer's max_ack_delay (25 ms, RFC 9000 §18.2 and
 	// quic-go's default). A larger field is not trusted further.
 	MaxAckDelay time.Duration
+	// ATDWindow is how many measured bursts' dispersions the ATD filter
+	// keeps: tracking uses the smallest of them (see "ATD filter" in the
+	// package comment). 1 is Wave's published rule (the last burst's ATD
+	// alone). Default DefaultATDWindow.
+	ATDWindow int
 }
 
 // DefaultConfig returns Wave's published constants.
@@ -256,6 +264,7 @@ func DefaultConfig() Config {
 		NominalPacketBytes: DefaultNominalPacketBytes,
 		MaxBurstPackets:    DefaultMaxBurstPackets,
 		MaxAckDelay:        DefaultMaxAckDelay,
+		ATDWindow:          DefaultATDWindow,
 	}
 }
 
@@ -291,6 +300,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBurstPackets == 0 {
 		c.MaxBurstPackets = max(d.MaxBurstPackets, c.BurstPackets)
 	}
+	if c.ATDWindow == 0 {
+		c.ATDWindow = d.ATDWindow
+	}
 	switch {
 	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
@@ -310,6 +322,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.NominalPacketBytes = %d, want > 0", c.NominalPacketBytes)
 	case c.MaxAckDelay < 0:
 		return c, fmt.Errorf("wave: Config.MaxAckDelay = %v, want > 0", c.MaxAckDelay)
+	case c.ATDWindow < 1 || c.ATDWindow > 1<<12:
+		return c, fmt.Errorf("wave: Config.ATDWindow = %d, want 1..4096", c.ATDWindow)
 	case c.MaxBurstPackets < c.BurstPackets || c.MaxBurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.MaxBurstPackets = %d, want BurstPackets (%d)..65536", c.MaxBurstPackets, c.BurstPackets)
 	}
@@ -359,7 +373,8 @@ type Counters struct {
 type State struct {
 	Mode        Mode
 	TxTime      time.Duration
-	ATD         time.Duration // last ackTrainDispersion
+	ATD         time.Duration // ackTrainDispersion tracking used: the ATD filter's minimum, at the current burst size
+	ATDLast     time.Duration // the last burst's own ATD (at the current burst size), before the filter
 	MinRTT      time.Duration // 0 when forgotten
 	AvgRTT      time.Duration
 	DeltaRTT    time.Duration // avg_rtt − min_rtt
@@ -473,6 +488,14 @@ type Pacer struct {
 
 	burstN int // current burst size, BurstPackets..MaxBurstPackets
 
+	// ATD filter: the measured bursts' dispersions per packet (ATD /
+	// burst size, so that a resize keeps them comparable), a ring of
+	// ATDWindow, preallocated; atdN of them valid.
+	atdPer  []time.Duration
+	atdNext int
+	atdN    int
+	atdLast time.Duration
+
 	restartAt time.Time // last executed handover: older packets give no RTT sample
 
 	c Counters
@@ -491,6 +514,7 @@ func New(cfg Config) (*Pacer, error) {
 		bursts:  make([]burst, cfg.MaxBursts),
 		pkts:    make([]pkt, cfg.MaxBursts*cfg.BurstPackets),
 		settled: make([]burst, 0, 64),
+		atdPer:  make([]time.Duration, cfg.ATDWindow),
 	}
 	return p, nil
 }
@@ -942,7 +966,8 @@ func (p *Pacer) trainIsPath(b *burst) bool {
 func (p *Pacer) track(b *burst) bool {
 	n := b.acks
 	atd := float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1)
-	p.atd = time.Duration(atd * float64(p.burstN) / float64(b.released))
+	p.atdLast = time.Duration(atd * float64(p.burstN) / float64(b.released))
+	p.atd = p.filterATD(time.Duration(atd / float64(b.released)))
 	p.pilot = b.pilot
 	d := p.updateAvg(b.pilot)
 	p.c.BurstsMeasured++
@@ -954,9 +979,29 @@ func (p *Pacer) track(b *burst) bool {
 		return true
 	}
 	p.mode = ModeTracking
-	p.setEstimate(p.atd+d/2, b.released == p.burstN && b.size == p.burstN)
+	// growth needs this burst's own train below the floor too: the
+	// filter's minimum may be one compressed train (see "ATD filter")
+	full := b.released == p.burstN && b.size == p.burstN
+	p.setEstimate(p.atd+d/2, full && p.atdLast+d/2 < p.cfg.MinTxTime)
 	return false
 }
+
+// filterATD adds one burst's dispersion per packet to the ATD filter and
+// returns the filter's minimum scaled to the current burst size.
+func (p *Pacer) filterATD(perPkt time.Duration) time.Duration {
+	p.atdPer[p.atdNext] = perPkt
+	p.atdNext = (p.atdNext + 1) % len(p.atdPer)
+	p.atdN = min(p.atdN+1, len(p.atdPer))
+	m := perPkt
+	for _, d := range p.atdPer[:p.atdN] {
+		m = min(m, d)
+	}
+	return m * time.Duration(p.burstN)
+}
+
+// resetATD empties the ATD filter (adjustment, handover restart): its
+// samples measured a path that is gone.
+func (p *Pacer) resetATD() { p.atdN, p.atdNext = 0, 0 }
 
 // recover is QUIC Wave's recovery rule; it reports an adjustment.
 func (p *Pacer) recover(rtt time.Duration) bool {
@@ -1034,6 +1079,7 @@ func (p *Pacer) adjust() {
 	p.deltaRTT = 0
 	p.alpha = 0
 	p.dropBursts()
+	p.resetATD()
 	p.mode = ModeAdjustment
 }
 
@@ -1093,6 +1139,7 @@ func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerS
 	p.cellType = cellType
 	p.restartAt = now
 	p.dropBursts()
+	p.resetATD()
 	p.minRTT = 0
 	p.srtt = 0 // the old path's
 	p.avgRTT = 0
@@ -1131,6 +1178,7 @@ func (p *Pacer) State() State {
 		Mode:          p.mode,
 		TxTime:        p.txTime,
 		ATD:           p.atd,
+		ATDLast:       p.atdLast,
 		MinRTT:        p.minRTT,
 		AvgRTT:        p.avgRTT,
 		DeltaRTT:      p.deltaRTT,
