@@ -101,6 +101,29 @@
 //   - ngtcp2 floors TxTime to whole milliseconds (a detail of its pacing
 //     interval); here TxTime keeps nanoseconds.
 //
+//   - ATD filter. Tracking uses the smallest ATD of the last ATDWindow
+//     (16) measured bursts, kept per packet (ATD / burst size) so that
+//     partial bursts and a resized burst compare, not the last burst's
+//     alone (both published implementations use the last one). On the
+//     real stack (bench low-bdp: 50 Mbit/s, a 10-packet burst leaves the
+//     bottleneck 2.16 ms long) the trains the server's quic-go tracer
+//     timestamps had a median of 5.5 ms and a 95th percentile of 23 ms:
+//     scheduling delays on a loaded host (the phone's goroutine acks late,
+//     the server's goroutine stamps late) stretch a train far more often
+//     than they compress it, and with the last train alone every
+//     stretched one slowed the next bursts (the pacer ran at ~10 Mbit/s
+//     of 50). A windowed minimum of the dispersion is a windowed maximum
+//     of the bandwidth, as BBR keeps (Cardwell et al., "BBR:
+//     Congestion-Based Congestion Control", ACM Queue 2016), and it errs
+//     on the side Wave's own ΔRTT/2 term repairs: a too-short ATD sends a
+//     little faster than the path, a queue builds and ΔRTT/2 lengthens
+//     TxTime, whereas a too-long ATD leaves the path idle and nothing in
+//     Wave ever says so. The filter is emptied by adjustment and by an
+//     executed handover (its samples measured a path that is gone).
+//     ATDWindow 1 is Wave's published rule. The burst size grows only
+//     when the burst's own train (not the filter's minimum, which may be
+//     one compressed train) is below the floor.
+//
 //   - Bounded memory: at most MaxBursts burst records and
 //     MaxBursts·BurstPackets packet records, in preallocated rings (ngtcp2
 //     mallocs one node per burst and never frees a lossy one). When a ring
