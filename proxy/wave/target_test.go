@@ -1089,3 +1089,37 @@ func TestTargetHandoverHints(t *testing.T) {
 		t.Errorf("with the hint %v, without %v: want <= 0.5 s and no slower", res[true], res[false])
 	}
 }
+
+// bdp-switch with executed hints whose c_est is 0 (unknown), which is what
+// the phone sends on the real stack (its controller sees no delivery rate
+// for tunnelled flows): the hint must still buy the switch (≤ 0.5 s to
+// 90 % of C after each), by restarting the RTT estimate at the old rate
+// instead of Wave's 200 ms cold start.
+func TestTargetBDPSwitchUnknownRate(t *testing.T) {
+	longSim(t)
+	C := 50 * mbit
+	steps := []rateStep{{0, C, 5 * time.Millisecond}, {10 * time.Second, C, 300 * time.Millisecond}, {20 * time.Second, C, 5 * time.Millisecond}}
+	const end = 30 * time.Second
+	w := newWaveSender(t, Config{})
+	s := newTsim(t, steps, 1<<20, w, false)
+	s.after(t0.Add(10*time.Second), func(at time.Time) { s.buf = 4 << 20 })
+	s.after(t0.Add(20*time.Second), func(at time.Time) { s.buf = 1 << 20 })
+	for _, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		s.after(t0.Add(at), func(now time.Time) {
+			if err := w.g.HandoverExecuted(now, "sub6", 0); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	s.run(end)
+	up, ok1 := s.reach90(10*time.Second, 20*time.Second, C)
+	down, ok2 := s.reach90(20*time.Second, 30*time.Second, C)
+	t.Logf("bdp-switch bulk quic-wave-hints c_est unknown: to 90%% of C after 10 ms→600 ms %v (%v), after 600 ms→10 ms %v (%v); goodput 10-20 s %.2f, 20-30 s %.2f Mbit/s%s",
+		up, ok1, down, ok2, s.goodputOver(10*time.Second, 20*time.Second)/mbit, s.goodputOver(20*time.Second, 30*time.Second)/mbit, waveTail(s))
+	if !ok1 || !ok2 || up > 500*time.Millisecond || down > 500*time.Millisecond {
+		t.Errorf("c_est unknown: %v / %v after the switches, target <= 0.5 s", up, down)
+	}
+	if st := w.p.State(); st.HintsNoRate != 2 || st.Adjustments != 0 {
+		t.Errorf("hints without rate %d, adjustments %d: want 2, 0", st.HintsNoRate, st.Adjustments)
+	}
+}

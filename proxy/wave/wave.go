@@ -389,7 +389,8 @@ type Counters struct {
 	HintsPredicted   uint64
 	HintsExecuted    uint64
 	HintsWithdrawn   uint64
-	HintsInvalid     uint64 // hints with ŝ_max <= 0 or c_est <= 0 / NaN
+	HintsNoRate      uint64 // executed hints with c_est 0 (unknown): estimate restarted, rate kept
+	HintsInvalid     uint64 // hints with ŝ_max <= 0 or c_est < 0 / NaN / Inf
 }
 
 // State is the Pacer's state for logs and metrics.
@@ -1155,7 +1156,17 @@ func (p *Pacer) OnPredictionWithdrawn(now time.Time) {
 // burst's share of the bottleneck, so at rate c_est a burst of B bytes
 // needs B/c_est; never slower than Wave's own cold start. A new burst may
 // start at once instead of waiting for the old window or the first ACK
-// train on the new cell. cEst <= 0 (unknown) restarts from InitialTxTime.
+// train on the new cell.
+//
+// cEst == 0 means unknown (HINTS.md; the phone's controller has no rate
+// for flows it does not see, e.g. those in the tunnel): the estimate is
+// restarted all the same (min_rtt and the smoothed RTT forgotten, the
+// old path's packets give no RTT sample, the ATD filter emptied), but the
+// rate is kept (TxTime and burst size): the last measured rate is the best
+// guess there is, and Wave's cold start (TxTime 200 ms, ~0.5 Mbit/s until
+// the first train on the new path, an RTT later) is what the hint exists
+// to avoid. Counted in HintsNoRate. A negative, NaN or infinite cEst is
+// refused (error, HintsInvalid) and treated as unknown.
 func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerSec float64) error {
 	p.predicted = false
 	p.capBytes = 0
@@ -1170,12 +1181,16 @@ func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerS
 	p.alpha = 0
 	p.winOpen = false // the next burst may go now
 	if !(cEstBytesPerSec > 0) || math.IsInf(cEstBytesPerSec, 0) {
-		p.c.HintsInvalid++
+		// unknown (or refused) rate: keep TxTime and the burst size
 		p.hintRate = 0
-		p.txTime = p.cfg.InitialTxTime
-		p.burstN = p.cfg.BurstPackets
-		p.mode = ModeInitial
-		return fmt.Errorf("%w: executed c_est = %v bytes/s, want > 0 and finite", ErrHint, cEstBytesPerSec)
+		p.mode = ModeHinted
+		if cEstBytesPerSec == 0 {
+			p.c.HintsExecuted++
+			p.c.HintsNoRate++
+			return nil
+		}
+		p.c.HintsInvalid++
+		return fmt.Errorf("%w: executed c_est = %v bytes/s, want >= 0 (0: unknown) and finite", ErrHint, cEstBytesPerSec)
 	}
 	p.c.HintsExecuted++
 	p.hintRate = cEstBytesPerSec
