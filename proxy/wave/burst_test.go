@@ -293,8 +293,13 @@ func TestGate(t *testing.T) {
 	if b := g.BDPPackets(); b != 100 {
 		t.Fatalf("BDPPackets %d, want 100 (100 ms / 10 ms · 10)", b)
 	}
-	if l := g.QueueLimit(); l != 200 {
-		t.Fatalf("QueueLimit %d, want 200 (as of the last Budget)", l)
+	if l := g.QueueLimit(); l != 200+QueueLimitBatch {
+		t.Fatalf("QueueLimit %d, want 2·100 + %d (as of the last Budget)", l, QueueLimitBatch)
+	}
+	// a queue standing at 2·BDP still takes one 64 KB offload batch of
+	// 1240-byte segments (the tunnel's MSS clamp at MTU 1280) whole
+	if l, batch := g.QueueLimit(), (64<<10+1239)/1240; l-2*g.BDPPackets() < batch {
+		t.Fatalf("QueueLimit %d leaves %d packets above 2·BDP, want room for a %d-packet offload batch", l, l-2*g.BDPPackets(), batch)
 	}
 
 	// the ŝ_max cap: 2000 bytes allow 2 packets, then only an ACK opens it
