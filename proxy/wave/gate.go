@@ -160,7 +160,7 @@ const (
 // Pacer.BDPPackets), twice that absorbs Wave's own ΔRTT/2 under-pacing
 // and the floor keeps bursts fillable while the estimate is low. In the
 // simulation (target_test.go) this cuts the inner TCP's mean RTT at low
-// BDP from 93 ms (512 packets) to 25 ms at 1.8 % goodput cost, and lifts
+// BDP from 93 ms (512 packets) to 35 ms at 1.9 % goodput cost, and lifts
 // its goodput at 600 ms from 40 % to 99 % of capacity.
 //
 // It takes no lock (the value as of the last Budget call), so a producer
