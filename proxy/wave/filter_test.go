@@ -125,3 +125,29 @@ func TestATDWindowConfig(t *testing.T) {
 		t.Fatalf("default ATDWindow %d, want %d", p.Config().ATDWindow, DefaultATDWindow)
 	}
 }
+
+// TestHeldLastAckTrimmed: the receiver's every-second-packet count is one
+// out of step with the bursts, so the first frame of burst A acks one
+// packet and A's last packet waits for B's first: the settling frame comes
+// a TxTime later (10 ms) with B's packet as its largest. The train must
+// end at the frame before, or the ATD measures the pacer's own interval
+// (ATD 12 ms instead of 2 ms here; on the simulated 600 → 10 ms switch
+// TxTime climbed from 2.2 to 19 ms that way).
+func TestHeldLastAckTrimmed(t *testing.T) {
+	h := newHarness(t, Config{InitialTxTime: 5 * time.Millisecond}) // B opens its own window
+	a := h.burst(0, 10)                                             // pn 0..9
+	b := h.burst(10, 10)                                            // pn 10..19
+	h.ackUpTo(50, a)                                                // pn 0 alone
+	for i := int64(1); i <= 4; i++ {
+		h.ackUpTo(50+0.4*float64(i), a+2*i) // 2, 4, 6, 8: 0.2 ms per packet
+	}
+	h.ackUpTo(60, b) // A's 9 held until B's 10 arrived
+	s := h.p.State()
+	if s.BurstsMeasured != 1 || s.TrainsTrimmed != 1 {
+		t.Fatalf("measured %d trimmed %d, want 1 1", s.BurstsMeasured, s.TrainsTrimmed)
+	}
+	// 1.6 ms from the first frame to the one before the held one, over
+	// the 8 packets acked after the first frame: 0.2 ms per packet
+	near(t, "ATD", s.ATD, ms(2))
+	near(t, "TxTime", s.TxTime, ms(2))
+}

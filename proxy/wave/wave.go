@@ -101,6 +101,22 @@
 //   - ngtcp2 floors TxTime to whole milliseconds (a detail of its pacing
 //     interval); here TxTime keeps nanoseconds.
 //
+//   - Held last ACK. A QUIC receiver acks every second ack-eliciting
+//     packet; once its count is out of step with the bursts (one extra
+//     packet: a reordered or late one, a PING, stream data), the last
+//     packet of every burst waits for the first of the next, and the frame
+//     that settles the burst arrives a TxTime later with an ACK Delay
+//     measured from that next packet, not from the held one. The train
+//     then measures the pacer's own interval (ATD ≈ TxTime, which grows
+//     each burst: on the 600 → 10 ms switch of bdp-switch it climbed from
+//     2.2 to 19 ms). When the settling frame also newly acknowledges a
+//     packet sent after the burst, the train ends at the frame before it
+//     and the dispersion per packet is that train's length over the
+//     packets acknowledged after its first frame (for frames of two
+//     packets this is Wave's train·n/(n−1) per packet; it also holds when
+//     the count's step puts one packet in the first frame), if MinAcks
+//     frames remain (TrainsTrimmed).
+//
 //   - ATD filter. Tracking uses the smallest ATD of the last ATDWindow
 //     (16) measured bursts, kept per packet (ATD / burst size) so that
 //     partial bursts and a resized burst compare, not the last burst's
@@ -386,6 +402,7 @@ type Counters struct {
 	ReleaseOverrun   uint64 // OnRelease with more than the budget allowed
 	CapBlocked       uint64 // Budget calls refused by the ŝ_max cap
 	SettleOverflow   uint64 // bursts settled beyond 64 in one ACK frame: no sample
+	TrainsTrimmed    uint64 // trains ended at the frame before a held last ACK
 	HintsPredicted   uint64
 	HintsExecuted    uint64
 	HintsWithdrawn   uint64
@@ -456,6 +473,11 @@ type burst struct {
 	lastRel      time.Time // release instant of the last datagram
 	firstSent    time.Time // OnSent time of its first packet
 	lastSent     time.Time // and of its last
+	lastPN       int64     // packet number of its last packet
+	prevAck      time.Time // lastAck before the last frame that touched it
+	ackedPrev    int       // packets acked before that frame
+	heldLast     bool      // its settling frame also acked a later packet (see track)
+	ackedFirst   int       // packets its first ACK frame acknowledged
 	foreign      bool      // the window's first datagrams are not in it: no sample
 	live         bool
 }
@@ -724,6 +746,7 @@ func (p *Pacer) OnSent(now time.Time, pn int64, bytes, datagrams int) {
 		b.firstSent = now
 	}
 	b.lastSent = now
+	b.lastPN = pn
 	b.matched += datagrams
 	b.packets++
 	sub := min(bytes, b.pendingBytes)
@@ -864,11 +887,15 @@ func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []Ack
 			}
 			if b.lastFrame != seq {
 				b.lastFrame = seq
+				b.prevAck, b.ackedPrev = b.lastAck, b.acked-1
 				b.acks++
 				if b.acks == 1 {
 					b.firstAck = at
 				}
 				b.lastAck = at
+			}
+			if b.acks == 1 {
+				b.ackedFirst++
 			}
 			if b.acks == 1 && q.pn > b.pilotPN {
 				// pilot: the first frame's RTT, of its largest packet of the burst
@@ -889,6 +916,10 @@ func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []Ack
 	p.trim()
 	if largest == nil {
 		return
+	}
+	for i := range p.settled {
+		b := &p.settled[i]
+		b.heldLast = largest.pn > b.lastPN
 	}
 	// the frame's RTT sample (RFC 9002 latest_rtt, ack delay not subtracted)
 	rtt := now.Sub(largest.sent)
@@ -990,8 +1021,16 @@ func (p *Pacer) trainIsPath(b *burst) bool {
 func (p *Pacer) track(b *burst) bool {
 	n := b.acks
 	atd := float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1)
-	p.atdLast = time.Duration(atd * float64(p.burstN) / float64(b.released))
-	p.atd = p.filterATD(time.Duration(atd / float64(b.released)))
+	perPkt := atd / float64(b.released)
+	if k := b.ackedPrev - b.ackedFirst; b.heldLast && n-1 >= p.cfg.MinAcks && k > 0 && !b.prevAck.Before(b.firstAck) {
+		// The settling frame was held for a later burst (see "Held last
+		// ACK" in the package comment): the train ends at the frame
+		// before, and spans the k packets acked after the first frame.
+		perPkt = float64(b.prevAck.Sub(b.firstAck)) / float64(k)
+		p.c.TrainsTrimmed++
+	}
+	p.atdLast = time.Duration(perPkt * float64(p.burstN))
+	p.atd = p.filterATD(time.Duration(perPkt))
 	p.pilot = b.pilot
 	d := p.updateAvg(b.pilot)
 	p.c.BurstsMeasured++
