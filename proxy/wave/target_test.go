@@ -191,6 +191,23 @@ type tsim struct {
 	tcp   bool
 	// bdpQueue bounds the tunnel queue at Wave's BDP estimate
 	bdpQueue bool
+	// ackJitter, when > 0, delays each ACK frame's arrival at the sender
+	// by a pseudo-random amount in [0, ackJitter) (order kept: a frame
+	// never overtakes the one before): the real stack's processing and
+	// scheduling delays on a loaded host (see jitter.go's comment).
+	ackJitter  time.Duration
+	jitterRand uint64
+	lastAckAt  int64
+	// rxStall, when > 0, makes the QUIC receiver stall: at a packet's
+	// arrival, with probability 1/rxStallEvery, its goroutine is off the
+	// CPU for a time uniform in [0, rxStall); what arrives meanwhile is
+	// handled at the stall's end as one batch with one ACK frame, as
+	// quic-go handles a backlog (see jitter_test.go).
+	rxStall      time.Duration
+	rxStallEvery uint64
+	stallEnd     time.Time
+	stalled      []tev
+	batching     bool
 
 	now    time.Time
 	events tevHeap
@@ -289,6 +306,9 @@ func (s *tsim) dispatch(e *tev) {
 	at := t0.Add(time.Duration(e.at))
 	switch e.kind {
 	case tevRecv:
+		if s.rxStall > 0 && s.stall(at, e) {
+			return
+		}
 		s.receive(at, e.pn, e.seg)
 	case tevAck:
 		s.onAck(at, e.d, e.r)
@@ -372,7 +392,9 @@ func (s *tsim) receive(now time.Time, pn, seg int64) {
 		s.rLargest = pn
 	}
 	s.rUnacked++
-	if s.rUnacked >= 2 || gap {
+	if s.batching {
+		// one ACK for the batch, after it (stall)
+	} else if s.rUnacked >= 2 || gap {
 		s.sendAck(now)
 	} else if !s.rTimerPending {
 		s.rTimerPending = true
@@ -406,7 +428,56 @@ func (s *tsim) sendAck(now time.Time) {
 		}
 	}
 	d := now.Sub(s.recvAt[s.rLargest])
-	s.push(tev{at: int64(now.Add(s.delay(now)).Sub(t0)), kind: tevAck, d: d, r: r})
+	at := int64(now.Add(s.delay(now)).Sub(t0))
+	if s.ackJitter > 0 {
+		at += int64(s.jitter())
+		at = max(at, s.lastAckAt)
+		s.lastAckAt = at
+	}
+	s.push(tev{at: at, kind: tevAck, d: d, r: r})
+}
+
+// stall defers a packet arriving while the receiver is stalled (or starts
+// a stall); it reports whether the packet was deferred.
+func (s *tsim) stall(at time.Time, e *tev) bool {
+	if !at.Before(s.stallEnd) {
+		if s.rand()%s.rxStallEvery != 0 {
+			return false
+		}
+		s.stallEnd = at.Add(time.Duration(s.rand() % uint64(s.rxStall)))
+		s.after(s.stallEnd, func(now time.Time) {
+			s.batching = true
+			for _, d := range s.stalled {
+				s.receive(now, d.pn, d.seg)
+			}
+			s.batching = false
+			s.stalled = s.stalled[:0]
+			if s.rUnacked > 0 {
+				s.sendAck(now)
+			}
+		})
+	}
+	s.stalled = append(s.stalled, *e)
+	return true
+}
+
+// rand is a fixed-seed xorshift: the same draws in every run of a test.
+func (s *tsim) rand() uint64 {
+	if s.jitterRand == 0 {
+		s.jitterRand = 0x9e3779b97f4a7c15
+	}
+	x := s.jitterRand
+	x ^= x << 13
+	x ^= x >> 7
+	x ^= x << 17
+	s.jitterRand = x
+	return x
+}
+
+// jitter draws from [0, ackJitter) with a fixed-seed xorshift: the same
+// delays in every run of a test.
+func (s *tsim) jitter() time.Duration {
+	return time.Duration(s.rand() % uint64(s.ackJitter))
 }
 
 // onAck is the sender's side of an ACK frame: RTT samples, loss detection.
@@ -1016,5 +1087,39 @@ func TestTargetHandoverHints(t *testing.T) {
 	t.Log("\n" + rep.b.String())
 	if res[true] > 500*time.Millisecond || res[true] > res[false] {
 		t.Errorf("with the hint %v, without %v: want <= 0.5 s and no slower", res[true], res[false])
+	}
+}
+
+// bdp-switch with executed hints whose c_est is 0 (unknown), which is what
+// the phone sends on the real stack (its controller sees no delivery rate
+// for tunnelled flows): the hint must still buy the switch (≤ 0.5 s to
+// 90 % of C after each), by restarting the RTT estimate at the old rate
+// instead of Wave's 200 ms cold start.
+func TestTargetBDPSwitchUnknownRate(t *testing.T) {
+	longSim(t)
+	C := 50 * mbit
+	steps := []rateStep{{0, C, 5 * time.Millisecond}, {10 * time.Second, C, 300 * time.Millisecond}, {20 * time.Second, C, 5 * time.Millisecond}}
+	const end = 30 * time.Second
+	w := newWaveSender(t, Config{})
+	s := newTsim(t, steps, 1<<20, w, false)
+	s.after(t0.Add(10*time.Second), func(at time.Time) { s.buf = 4 << 20 })
+	s.after(t0.Add(20*time.Second), func(at time.Time) { s.buf = 1 << 20 })
+	for _, at := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		s.after(t0.Add(at), func(now time.Time) {
+			if err := w.g.HandoverExecuted(now, "sub6", 0); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	s.run(end)
+	up, ok1 := s.reach90(10*time.Second, 20*time.Second, C)
+	down, ok2 := s.reach90(20*time.Second, 30*time.Second, C)
+	t.Logf("bdp-switch bulk quic-wave-hints c_est unknown: to 90%% of C after 10 ms→600 ms %v (%v), after 600 ms→10 ms %v (%v); goodput 10-20 s %.2f, 20-30 s %.2f Mbit/s%s",
+		up, ok1, down, ok2, s.goodputOver(10*time.Second, 20*time.Second)/mbit, s.goodputOver(20*time.Second, 30*time.Second)/mbit, waveTail(s))
+	if !ok1 || !ok2 || up > 500*time.Millisecond || down > 500*time.Millisecond {
+		t.Errorf("c_est unknown: %v / %v after the switches, target <= 0.5 s", up, down)
+	}
+	if st := w.p.State(); st.HintsNoRate != 2 || st.Adjustments != 0 {
+		t.Errorf("hints without rate %d, adjustments %d: want 2, 0", st.HintsNoRate, st.Adjustments)
 	}
 }

@@ -101,6 +101,45 @@
 //   - ngtcp2 floors TxTime to whole milliseconds (a detail of its pacing
 //     interval); here TxTime keeps nanoseconds.
 //
+//   - Held last ACK. A QUIC receiver acks every second ack-eliciting
+//     packet; once its count is out of step with the bursts (one extra
+//     packet: a reordered or late one, a PING, stream data), the last
+//     packet of every burst waits for the first of the next, and the frame
+//     that settles the burst arrives a TxTime later with an ACK Delay
+//     measured from that next packet, not from the held one. The train
+//     then measures the pacer's own interval (ATD ≈ TxTime, which grows
+//     each burst: on the 600 → 10 ms switch of bdp-switch it climbed from
+//     2.2 to 19 ms). When the settling frame also newly acknowledges a
+//     packet sent after the burst, the train ends at the frame before it
+//     and the dispersion per packet is that train's length over the
+//     packets acknowledged after its first frame (for frames of two
+//     packets this is Wave's train·n/(n−1) per packet; it also holds when
+//     the count's step puts one packet in the first frame), if MinAcks
+//     frames remain (TrainsTrimmed).
+//
+//   - ATD filter. Tracking uses the smallest ATD of the last ATDWindow
+//     (16) measured bursts, kept per packet (ATD / burst size) so that
+//     partial bursts and a resized burst compare, not the last burst's
+//     alone (both published implementations use the last one). On the
+//     real stack (bench low-bdp: 50 Mbit/s, a 10-packet burst leaves the
+//     bottleneck 2.16 ms long) the trains the server's quic-go tracer
+//     timestamps had a median of 5.5 ms and a 95th percentile of 23 ms:
+//     scheduling delays on a loaded host (the phone's goroutine acks late,
+//     the server's goroutine stamps late) stretch a train far more often
+//     than they compress it, and with the last train alone every
+//     stretched one slowed the next bursts (the pacer ran at ~10 Mbit/s
+//     of 50). A windowed minimum of the dispersion is a windowed maximum
+//     of the bandwidth, as BBR keeps (Cardwell et al., "BBR:
+//     Congestion-Based Congestion Control", ACM Queue 2016), and it errs
+//     on the side Wave's own ΔRTT/2 term repairs: a too-short ATD sends a
+//     little faster than the path, a queue builds and ΔRTT/2 lengthens
+//     TxTime, whereas a too-long ATD leaves the path idle and nothing in
+//     Wave ever says so. The filter is emptied by adjustment and by an
+//     executed handover (its samples measured a path that is gone).
+//     ATDWindow 1 is Wave's published rule. The burst size grows only
+//     when the burst's own train (not the filter's minimum, which may be
+//     one compressed train) is below the floor.
+//
 //   - Bounded memory: at most MaxBursts burst records and
 //     MaxBursts·BurstPackets packet records, in preallocated rings (ngtcp2
 //     mallocs one node per burst and never frees a lossy one). When a ring
@@ -213,6 +252,9 @@ const (
 	// mmWave's ~1 Gbit/s.
 	DefaultMaxBurstPackets = 128
 	DefaultMaxAckDelay     = 25 * time.Millisecond
+	// DefaultATDWindow is how many measured bursts the ATD filter keeps
+	// (see "ATD filter" in the package comment).
+	DefaultATDWindow = 16
 	// DefaultNominalPacketBytes is the size of a full tunnel packet on the
 	// wire: a ~1280-byte inner IP packet plus QUIC short header, DATAGRAM
 	// frame header and AEAD tag. It converts a hinted rate (bytes/s) into a
@@ -241,6 +283,11 @@ type Config struct {
 	// (OnAckDelayed): the peer's max_ack_delay (25 ms, RFC 9000 §18.2 and
 	// quic-go's default). A larger field is not trusted further.
 	MaxAckDelay time.Duration
+	// ATDWindow is how many measured bursts' dispersions the ATD filter
+	// keeps: tracking uses the smallest of them (see "ATD filter" in the
+	// package comment). 1 is Wave's published rule (the last burst's ATD
+	// alone). Default DefaultATDWindow.
+	ATDWindow int
 }
 
 // DefaultConfig returns Wave's published constants.
@@ -256,6 +303,7 @@ func DefaultConfig() Config {
 		NominalPacketBytes: DefaultNominalPacketBytes,
 		MaxBurstPackets:    DefaultMaxBurstPackets,
 		MaxAckDelay:        DefaultMaxAckDelay,
+		ATDWindow:          DefaultATDWindow,
 	}
 }
 
@@ -291,6 +339,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBurstPackets == 0 {
 		c.MaxBurstPackets = max(d.MaxBurstPackets, c.BurstPackets)
 	}
+	if c.ATDWindow == 0 {
+		c.ATDWindow = d.ATDWindow
+	}
 	switch {
 	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
@@ -310,6 +361,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.NominalPacketBytes = %d, want > 0", c.NominalPacketBytes)
 	case c.MaxAckDelay < 0:
 		return c, fmt.Errorf("wave: Config.MaxAckDelay = %v, want > 0", c.MaxAckDelay)
+	case c.ATDWindow < 1 || c.ATDWindow > 1<<12:
+		return c, fmt.Errorf("wave: Config.ATDWindow = %d, want 1..4096", c.ATDWindow)
 	case c.MaxBurstPackets < c.BurstPackets || c.MaxBurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.MaxBurstPackets = %d, want BurstPackets (%d)..65536", c.MaxBurstPackets, c.BurstPackets)
 	}
@@ -349,17 +402,20 @@ type Counters struct {
 	ReleaseOverrun   uint64 // OnRelease with more than the budget allowed
 	CapBlocked       uint64 // Budget calls refused by the ŝ_max cap
 	SettleOverflow   uint64 // bursts settled beyond 64 in one ACK frame: no sample
+	TrainsTrimmed    uint64 // trains ended at the frame before a held last ACK
 	HintsPredicted   uint64
 	HintsExecuted    uint64
 	HintsWithdrawn   uint64
-	HintsInvalid     uint64 // hints with ŝ_max <= 0 or c_est <= 0 / NaN
+	HintsNoRate      uint64 // executed hints with c_est 0 (unknown): estimate restarted, rate kept
+	HintsInvalid     uint64 // hints with ŝ_max <= 0 or c_est < 0 / NaN / Inf
 }
 
 // State is the Pacer's state for logs and metrics.
 type State struct {
 	Mode        Mode
 	TxTime      time.Duration
-	ATD         time.Duration // last ackTrainDispersion
+	ATD         time.Duration // ackTrainDispersion tracking used: the ATD filter's minimum, at the current burst size
+	ATDLast     time.Duration // the last burst's own ATD (at the current burst size), before the filter
 	MinRTT      time.Duration // 0 when forgotten
 	AvgRTT      time.Duration
 	DeltaRTT    time.Duration // avg_rtt − min_rtt
@@ -417,6 +473,11 @@ type burst struct {
 	lastRel      time.Time // release instant of the last datagram
 	firstSent    time.Time // OnSent time of its first packet
 	lastSent     time.Time // and of its last
+	lastPN       int64     // packet number of its last packet
+	prevAck      time.Time // lastAck before the last frame that touched it
+	ackedPrev    int       // packets acked before that frame
+	heldLast     bool      // its settling frame also acked a later packet (see track)
+	ackedFirst   int       // packets its first ACK frame acknowledged
 	foreign      bool      // the window's first datagrams are not in it: no sample
 	live         bool
 }
@@ -473,6 +534,14 @@ type Pacer struct {
 
 	burstN int // current burst size, BurstPackets..MaxBurstPackets
 
+	// ATD filter: the measured bursts' dispersions per packet (ATD /
+	// burst size, so that a resize keeps them comparable), a ring of
+	// ATDWindow, preallocated; atdN of them valid.
+	atdPer  []time.Duration
+	atdNext int
+	atdN    int
+	atdLast time.Duration
+
 	restartAt time.Time // last executed handover: older packets give no RTT sample
 
 	c Counters
@@ -491,6 +560,7 @@ func New(cfg Config) (*Pacer, error) {
 		bursts:  make([]burst, cfg.MaxBursts),
 		pkts:    make([]pkt, cfg.MaxBursts*cfg.BurstPackets),
 		settled: make([]burst, 0, 64),
+		atdPer:  make([]time.Duration, cfg.ATDWindow),
 	}
 	return p, nil
 }
@@ -676,6 +746,7 @@ func (p *Pacer) OnSent(now time.Time, pn int64, bytes, datagrams int) {
 		b.firstSent = now
 	}
 	b.lastSent = now
+	b.lastPN = pn
 	b.matched += datagrams
 	b.packets++
 	sub := min(bytes, b.pendingBytes)
@@ -816,11 +887,15 @@ func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []Ack
 			}
 			if b.lastFrame != seq {
 				b.lastFrame = seq
+				b.prevAck, b.ackedPrev = b.lastAck, b.acked-1
 				b.acks++
 				if b.acks == 1 {
 					b.firstAck = at
 				}
 				b.lastAck = at
+			}
+			if b.acks == 1 {
+				b.ackedFirst++
 			}
 			if b.acks == 1 && q.pn > b.pilotPN {
 				// pilot: the first frame's RTT, of its largest packet of the burst
@@ -841,6 +916,10 @@ func (p *Pacer) OnAckDelayed(now time.Time, ackDelay time.Duration, ranges []Ack
 	p.trim()
 	if largest == nil {
 		return
+	}
+	for i := range p.settled {
+		b := &p.settled[i]
+		b.heldLast = largest.pn > b.lastPN
 	}
 	// the frame's RTT sample (RFC 9002 latest_rtt, ack delay not subtracted)
 	rtt := now.Sub(largest.sent)
@@ -942,7 +1021,16 @@ func (p *Pacer) trainIsPath(b *burst) bool {
 func (p *Pacer) track(b *burst) bool {
 	n := b.acks
 	atd := float64(b.lastAck.Sub(b.firstAck)) * float64(n) / float64(n-1)
-	p.atd = time.Duration(atd * float64(p.burstN) / float64(b.released))
+	perPkt := atd / float64(b.released)
+	if k := b.ackedPrev - b.ackedFirst; b.heldLast && n-1 >= p.cfg.MinAcks && k > 0 && !b.prevAck.Before(b.firstAck) {
+		// The settling frame was held for a later burst (see "Held last
+		// ACK" in the package comment): the train ends at the frame
+		// before, and spans the k packets acked after the first frame.
+		perPkt = float64(b.prevAck.Sub(b.firstAck)) / float64(k)
+		p.c.TrainsTrimmed++
+	}
+	p.atdLast = time.Duration(perPkt * float64(p.burstN))
+	p.atd = p.filterATD(time.Duration(perPkt))
 	p.pilot = b.pilot
 	d := p.updateAvg(b.pilot)
 	p.c.BurstsMeasured++
@@ -954,9 +1042,29 @@ func (p *Pacer) track(b *burst) bool {
 		return true
 	}
 	p.mode = ModeTracking
-	p.setEstimate(p.atd+d/2, b.released == p.burstN && b.size == p.burstN)
+	// growth needs this burst's own train below the floor too: the
+	// filter's minimum may be one compressed train (see "ATD filter")
+	full := b.released == p.burstN && b.size == p.burstN
+	p.setEstimate(p.atd+d/2, full && p.atdLast+d/2 < p.cfg.MinTxTime)
 	return false
 }
+
+// filterATD adds one burst's dispersion per packet to the ATD filter and
+// returns the filter's minimum scaled to the current burst size.
+func (p *Pacer) filterATD(perPkt time.Duration) time.Duration {
+	p.atdPer[p.atdNext] = perPkt
+	p.atdNext = (p.atdNext + 1) % len(p.atdPer)
+	p.atdN = min(p.atdN+1, len(p.atdPer))
+	m := perPkt
+	for _, d := range p.atdPer[:p.atdN] {
+		m = min(m, d)
+	}
+	return m * time.Duration(p.burstN)
+}
+
+// resetATD empties the ATD filter (adjustment, handover restart): its
+// samples measured a path that is gone.
+func (p *Pacer) resetATD() { p.atdN, p.atdNext = 0, 0 }
 
 // recover is QUIC Wave's recovery rule; it reports an adjustment.
 func (p *Pacer) recover(rtt time.Duration) bool {
@@ -1034,6 +1142,7 @@ func (p *Pacer) adjust() {
 	p.deltaRTT = 0
 	p.alpha = 0
 	p.dropBursts()
+	p.resetATD()
 	p.mode = ModeAdjustment
 }
 
@@ -1086,13 +1195,24 @@ func (p *Pacer) OnPredictionWithdrawn(now time.Time) {
 // burst's share of the bottleneck, so at rate c_est a burst of B bytes
 // needs B/c_est; never slower than Wave's own cold start. A new burst may
 // start at once instead of waiting for the old window or the first ACK
-// train on the new cell. cEst <= 0 (unknown) restarts from InitialTxTime.
+// train on the new cell.
+//
+// cEst == 0 means unknown (HINTS.md; the phone's controller has no rate
+// for flows it does not see, e.g. those in the tunnel): the estimate is
+// restarted all the same (min_rtt and the smoothed RTT forgotten, the
+// old path's packets give no RTT sample, the ATD filter emptied), but the
+// rate is kept (TxTime and burst size): the last measured rate is the best
+// guess there is, and Wave's cold start (TxTime 200 ms, ~0.5 Mbit/s until
+// the first train on the new path, an RTT later) is what the hint exists
+// to avoid. Counted in HintsNoRate. A negative, NaN or infinite cEst is
+// refused (error, HintsInvalid) and treated as unknown.
 func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerSec float64) error {
 	p.predicted = false
 	p.capBytes = 0
 	p.cellType = cellType
 	p.restartAt = now
 	p.dropBursts()
+	p.resetATD()
 	p.minRTT = 0
 	p.srtt = 0 // the old path's
 	p.avgRTT = 0
@@ -1100,12 +1220,16 @@ func (p *Pacer) OnHandoverExecuted(now time.Time, cellType string, cEstBytesPerS
 	p.alpha = 0
 	p.winOpen = false // the next burst may go now
 	if !(cEstBytesPerSec > 0) || math.IsInf(cEstBytesPerSec, 0) {
-		p.c.HintsInvalid++
+		// unknown (or refused) rate: keep TxTime and the burst size
 		p.hintRate = 0
-		p.txTime = p.cfg.InitialTxTime
-		p.burstN = p.cfg.BurstPackets
-		p.mode = ModeInitial
-		return fmt.Errorf("%w: executed c_est = %v bytes/s, want > 0 and finite", ErrHint, cEstBytesPerSec)
+		p.mode = ModeHinted
+		if cEstBytesPerSec == 0 {
+			p.c.HintsExecuted++
+			p.c.HintsNoRate++
+			return nil
+		}
+		p.c.HintsInvalid++
+		return fmt.Errorf("%w: executed c_est = %v bytes/s, want >= 0 (0: unknown) and finite", ErrHint, cEstBytesPerSec)
 	}
 	p.c.HintsExecuted++
 	p.hintRate = cEstBytesPerSec
@@ -1131,6 +1255,7 @@ func (p *Pacer) State() State {
 		Mode:          p.mode,
 		TxTime:        p.txTime,
 		ATD:           p.atd,
+		ATDLast:       p.atdLast,
 		MinRTT:        p.minRTT,
 		AvgRTT:        p.avgRTT,
 		DeltaRTT:      p.deltaRTT,

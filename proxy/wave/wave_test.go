@@ -527,17 +527,59 @@ func TestHintExecutedRestartsFromCEst(t *testing.T) {
 	near(t, "TxTime", s.TxTime, ms(1))
 
 	// Clamps: a slow cell (13.5 kB/s → 1 s) is clamped to Wave's 200 ms;
-	// a fast one (1e12 B/s) to the 1 ms floor; c_est 0 restarts at 200 ms.
+	// a fast one (1e12 B/s) to the 1 ms floor; c_est 0 (unknown) keeps the
+	// rate; NaN and negative ones are refused and keep it too.
 	for _, c := range []struct {
 		cEst float64
 		want time.Duration
 		err  bool
-	}{{13.5e3, 200 * time.Millisecond, false}, {1e12, time.Millisecond, false}, {0, 200 * time.Millisecond, true}, {math.NaN(), 200 * time.Millisecond, true}} {
+	}{{13.5e3, 200 * time.Millisecond, false}, {1e12, time.Millisecond, false}, {0, time.Millisecond, false}, {math.NaN(), time.Millisecond, true}, {-1, time.Millisecond, true}, {math.Inf(1), time.Millisecond, true}} {
 		err := h.p.OnHandoverExecuted(now, "sub6", c.cEst)
 		if (err != nil) != c.err || h.p.TxTime() != c.want {
 			t.Errorf("c_est %v: TxTime %v err %v; want %v err %v", c.cEst, h.p.TxTime(), err, c.want, c.err)
 		}
 	}
+}
+
+// TestHintExecutedUnknownRate: an executed hint with c_est 0 (unknown:
+// the phone's controller sees no rate for tunnelled flows) restarts the
+// RTT estimate but keeps the rate; before, it sent Wave back to its
+// 200 ms cold start for an RTT (on the 600 ms path of bench bdp-switch,
+// ~0.5 Mbit/s for more than a second).
+func TestHintExecutedUnknownRate(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.train(h.burst(0, 10), 100, 0.5) // ATD 2.5 ms, min 100 ms
+	near(t, "TxTime", h.p.TxTime(), ms(2.5))
+	old := h.burst(110, 10) // in flight on the old cell
+	now := t0.Add(ms(120))
+	if err := h.p.OnHandoverExecuted(now, "sub6", 0); err != nil {
+		t.Fatalf("c_est 0 (unknown) refused: %v", err)
+	}
+	s := h.p.State()
+	if s.Mode != ModeHinted || s.HintsExecuted != 1 || s.HintsNoRate != 1 || s.HintsInvalid != 0 {
+		t.Fatalf("mode %v executed %d no-rate %d invalid %d", s.Mode, s.HintsExecuted, s.HintsNoRate, s.HintsInvalid)
+	}
+	near(t, "TxTime kept", s.TxTime, ms(2.5))
+	if s.BurstPackets != 10 || s.MinRTT != 0 || s.AvgRTT != 0 || s.SmoothedRTT != 0 {
+		t.Fatalf("burst %d min %v avg %v srtt %v: want 10 and the RTT estimate forgotten", s.BurstPackets, s.MinRTT, s.AvgRTT, s.SmoothedRTT)
+	}
+	// a full burst may go at once
+	if n, _ := h.p.Budget(now); n != 10 {
+		t.Fatalf("Budget after execution = %d, want 10", n)
+	}
+	// the old cell's ACKs give no RTT sample; the new path (600 ms) is
+	// measured from scratch: no adjustment although 600 ≫ 100 + β
+	h.train(old, 130, 0.5)
+	if s := h.p.State(); s.MinRTT != 0 {
+		t.Fatalf("old-cell ACK set min_rtt %v", s.MinRTT)
+	}
+	h.train(h.burst(120, 10), 720, 0.5)
+	s = h.p.State()
+	if s.Mode != ModeTracking || s.Adjustments != 0 {
+		t.Fatalf("mode %v adjustments %d after the first new-path train, want tracking 0", s.Mode, s.Adjustments)
+	}
+	near(t, "MinRTT", s.MinRTT, ms(600))
+	near(t, "TxTime", s.TxTime, ms(2.5))
 }
 
 func TestModeString(t *testing.T) {
