@@ -207,8 +207,8 @@ func TestParseEqn2Bound(t *testing.T) {
 		t.Errorf("a bad name: %v", err)
 	}
 	var zero Config
-	if zero.Eqn2Bound != BoundEnvelope {
-		t.Error("the zero Config is not the envelope bound")
+	if zero.Eqn2Bound != BoundRate {
+		t.Error("the zero Config is not the rate bound (the default)")
 	}
 }
 

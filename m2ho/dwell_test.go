@@ -22,7 +22,7 @@ type dwellCase struct {
 	mismatchAt time.Duration                 // > 0: one lone RTT sample of mismatchRTT then
 	mismatch   time.Duration
 	dur        time.Duration
-	bound      Eqn2Bound     // the cap on Eqn 2's window (zero: the default, envelope)
+	bound      Eqn2Bound     // the cap on Eqn 2's window (zero: the default, rate)
 	envWindow  time.Duration // the envelope's window (0: the default)
 	// react: the sender answers a drop as Linux CUBIC does, once per
 	// round trip: cwnd × 0.7 (β), and the segment is sent again a base

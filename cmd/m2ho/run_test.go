@@ -51,7 +51,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		Flows:       []string{"tcp dst-port 443 mode=m2ho", "tcp dst net 192.0.2.0/24 mode=pass"},
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
-		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Predictor: "streams", Eqn2Bound: "envelope",
+		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Predictor: "streams", Eqn2Bound: "rate",
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
 		TunnelHints: true,
 	}
@@ -76,11 +76,11 @@ func TestPhoneYAMLLoads(t *testing.T) {
 func TestConfigFlagsWin(t *testing.T) {
 	path := filepath.Join("..", "..", "configs", "phone.yaml")
 	c, err := resolveRun(t, "--config", path, "--tun", "m2hoX", "--mtu", "1400",
-		"--flow", "tcp port 80 mode=pass", "--signal-timeout", "2s", "--stable-rate=false", "--eqn2-bound", "rate")
+		"--flow", "tcp port 80 mode=pass", "--signal-timeout", "2s", "--stable-rate=false", "--eqn2-bound", "envelope")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TUN != "m2hoX" || c.MTU != 1400 || c.SignalTimeout != 2*time.Second || c.StableRate || c.Eqn2Bound != "rate" {
+	if c.TUN != "m2hoX" || c.MTU != 1400 || c.SignalTimeout != 2*time.Second || c.StableRate || c.Eqn2Bound != "envelope" {
 		t.Errorf("flags lost against the file: %+v", c)
 	}
 	if !reflect.DeepEqual(c.Flows, []string{"tcp port 80 mode=pass"}) {

@@ -129,6 +129,8 @@ func addCounters(dst *wave.Counters, c wave.Counters) {
 	dst.HintsExecuted += c.HintsExecuted
 	dst.HintsWithdrawn += c.HintsWithdrawn
 	dst.HintsInvalid += c.HintsInvalid
+	dst.HintsNoRate += c.HintsNoRate
+	dst.TrainsTrimmed += c.TrainsTrimmed
 }
 
 // wavePacer adapts one wave.Gate (a wave.Pacer behind its sender-loop
@@ -217,6 +219,7 @@ func (c *waveCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(wvDescBursts, t.BurstsLossy, "lossy")
 	cnt(wvDescBursts, t.BurstsAppLimited, "app-limited")
 	cnt(wvDescBursts, t.BurstsShortTrain, "short-train")
+	cnt(wvDescBursts, t.TrainsTrimmed, "train-trimmed")
 	cnt(wvDescPkts, t.PacketsSent, "sent")
 	cnt(wvDescPkts, t.PacketsUnpaced, "unpaced")
 	cnt(wvDescPkts, t.PacketsAcked, "acked")
@@ -226,6 +229,7 @@ func (c *waveCollector) Collect(ch chan<- prometheus.Metric) {
 		cnt(wvDescHints, c.w.applied[k].Load(), k.String())
 	}
 	cnt(wvDescHints, c.w.refused.Load(), "refused")
+	cnt(wvDescHints, t.HintsNoRate, "executed-without-rate")
 	cnt(wvDescNo, c.w.noTrace.Load())
 	for i, st := range live {
 		ch <- prometheus.MustNewConstMetric(wvDescTx, prometheus.GaugeValue, st.TxTime.Seconds(), fmt.Sprint(i))
