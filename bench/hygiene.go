@@ -246,17 +246,17 @@ func startKernelSampler(f *os.File, path string) (*kernelSampler, error) {
 	}
 	w := bufio.NewWriter(out)
 	fmt.Fprintf(w, "unix_ns\t%s\n", strings.Join(KernelCounters, "\t"))
-	var buf []byte
+	var buf bytes.Buffer // reused: one sample a KernelSampleEvery
 	sample := func() error {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return err
 		}
-		var err error
-		if buf, err = readAllInto(f, buf[:0]); err != nil {
+		buf.Reset()
+		if _, err := buf.ReadFrom(f); err != nil {
 			return err
 		}
 		now := time.Now().UnixNano()
-		m, err := ParseNetstat(bytes.NewReader(buf), f.Name(), KernelCounters)
+		m, err := ParseNetstat(bytes.NewReader(buf.Bytes()), f.Name(), KernelCounters)
 		if err != nil {
 			return err
 		}
@@ -306,22 +306,6 @@ func startKernelSampler(f *os.File, path string) (*kernelSampler, error) {
 func (s *kernelSampler) stop() error {
 	close(s.stopc)
 	return <-s.done
-}
-
-func readAllInto(r io.Reader, b []byte) ([]byte, error) {
-	for {
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-	}
 }
 
 // ReadKernelLog parses a kernelSampler file. Its header must name

@@ -282,12 +282,15 @@ type IperfUDP struct {
 	Start time.Time
 }
 
+// iperfStart is the start block of an iperf3 -J log.
+type iperfStart struct {
+	Timestamp struct {
+		Timesecs int64 `json:"timesecs"`
+	} `json:"timestamp"`
+}
+
 type iperfLog struct {
-	Start struct {
-		Timestamp struct {
-			Timesecs int64 `json:"timesecs"`
-		} `json:"timestamp"`
-	} `json:"start"`
+	Start     iperfStart `json:"start"`
 	Intervals []struct {
 		Sum *struct {
 			Start float64 `json:"start"`
@@ -301,21 +304,9 @@ type iperfLog struct {
 // the bytes of each interval's sum are what the link delivered in it, so
 // they are the link's capacity while the UDP flow saturates it.
 func ParseIperf3UDP(name string, r io.Reader) (*IperfUDP, error) {
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
 	var lg iperfLog
-	if err := json.Unmarshal(data, &lg); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return nil, fmt.Errorf("%s:%d: %v", name, lineOf(data, se.Offset), err)
-		case errors.As(err, &te):
-			return nil, fmt.Errorf("%s:%d: field %s: %v", name, lineOf(data, te.Offset), te.Field, err)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+	if err := decodeJSONLog(name, r, &lg); err != nil {
+		return nil, err
 	}
 	if len(lg.Intervals) == 0 {
 		return nil, fmt.Errorf("%s: intervals: none (not an iperf3 -J log?)", name)
@@ -348,6 +339,27 @@ func ParseIperf3UDP(name string, r io.Reader) (*IperfUDP, error) {
 		out.Start = time.Unix(ts, 0).UTC()
 	}
 	return out, nil
+}
+
+// decodeJSONLog reads a whole JSON document (an iperf3 -J log) into v; a
+// syntax or type error names the file's line (and the field).
+func decodeJSONLog(name string, r io.Reader, v any) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return fmt.Errorf("%s:%d: %v", name, lineOf(data, se.Offset), err)
+		case errors.As(err, &te):
+			return fmt.Errorf("%s:%d: field %s: %v", name, lineOf(data, te.Offset), te.Field, err)
+		}
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
 }
 
 func lineOf(data []byte, off int64) int {

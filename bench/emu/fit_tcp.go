@@ -1,8 +1,6 @@
 package emu
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -42,11 +40,7 @@ type SenderLog struct {
 // error naming it.
 func ParseSenderLog(name string, r io.Reader) (*SenderLog, error) {
 	var doc struct {
-		Start struct {
-			Timestamp struct {
-				Timesecs int64 `json:"timesecs"`
-			} `json:"timestamp"`
-		} `json:"start"`
+		Start     iperfStart `json:"start"`
 		Intervals []struct {
 			Streams []struct {
 				Start       float64 `json:"start"`
@@ -58,16 +52,8 @@ func ParseSenderLog(name string, r io.Reader) (*SenderLog, error) {
 			} `json:"streams"`
 		} `json:"intervals"`
 	}
-	data, err := io.ReadAll(r)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	if err := json.Unmarshal(data, &doc); err != nil {
-		var se *json.SyntaxError
-		if errors.As(err, &se) {
-			return nil, fmt.Errorf("%s:%d: %v", name, lineOf(data, se.Offset), err)
-		}
-		return nil, fmt.Errorf("%s: %w", name, err)
+	if err := decodeJSONLog(name, r, &doc); err != nil {
+		return nil, err
 	}
 	if len(doc.Intervals) == 0 {
 		return nil, fmt.Errorf("%s: intervals: none (not an iperf3 -J log?)", name)
