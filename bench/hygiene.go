@@ -338,16 +338,18 @@ func ReadKernelLog(r io.Reader, name string) ([]KernelSample, error) {
 
 // kernelDelta is what each counter grew by between emulator times t0 and
 // t1 (the samples in force at each: the last at or before it; before the
-// first sample the first one's counts). Only counters that grew are in
-// the map; nil without samples.
-func kernelDelta(ks []KernelSample, startNs int64, t0, t1 float64) map[string]int64 {
+// first sample the first one's counts), and for each, how long after t0
+// the first sample showing the growth came. Only counters that grew are
+// in the maps; nil without samples.
+func kernelDelta(ks []KernelSample, startNs int64, t0, t1 float64) (map[string]int64, map[string]float64) {
 	if len(ks) == 0 {
-		return nil
+		return nil, nil
 	}
+	emu := func(k KernelSample) float64 { return float64(k.UnixNs-startNs) / 1e9 }
 	at := func(t float64) KernelSample {
 		last := ks[0]
 		for _, k := range ks {
-			if float64(k.UnixNs-startNs)/1e9 > t {
+			if emu(k) > t {
 				break
 			}
 			last = k
@@ -355,11 +357,17 @@ func kernelDelta(ks []KernelSample, startNs int64, t0, t1 float64) map[string]in
 		return last
 	}
 	a, b := at(t0), at(t1)
-	out := map[string]int64{}
-	for i, k := range KernelCounters {
+	out, after := map[string]int64{}, map[string]float64{}
+	for i, name := range KernelCounters {
 		if d := b.Counts[i] - a.Counts[i]; d > 0 {
-			out[k] = d
+			out[name] = d
+			for _, k := range ks {
+				if t := emu(k); t > t0 && t <= t1 && k.Counts[i] > a.Counts[i] {
+					after[name] = t - t0
+					break
+				}
+			}
 		}
 	}
-	return out
+	return out, after
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -62,7 +63,7 @@ func TestKernelSamplerRereadsItsFile(t *testing.T) {
 	if first.Counts[idx("TCPTimeouts")] != 1 || last.Counts[idx("TCPTimeouts")] != 4 || last.Counts[idx("TCPDSACKUndo")] != 2 || last.Counts[idx("TCPLossUndo")] != 0 {
 		t.Fatalf("first %v last %v", first.Counts, last.Counts)
 	}
-	d := kernelDelta(ks, first.UnixNs, 0, float64(last.UnixNs-first.UnixNs)/1e9)
+	d, _ := kernelDelta(ks, first.UnixNs, 0, float64(last.UnixNs-first.UnixNs)/1e9)
 	if len(d) != 2 || d["TCPTimeouts"] != 3 || d["TCPDSACKUndo"] != 2 {
 		t.Fatalf("delta %v, want TCPTimeouts 3, TCPDSACKUndo 2 and nothing else", d)
 	}
@@ -129,8 +130,16 @@ func TestHandoverStatsKernelPerHandover(t *testing.T) {
 	if len(hs) != 2 || len(hs[0].Kernel) != 1 || hs[0].Kernel["TCPDSACKUndo"] != 1 || len(hs[1].Kernel) != 1 || hs[1].Kernel["TCPTimeouts"] != 2 {
 		t.Fatalf("%+v / %+v", hs[0].Kernel, hs[1].Kernel)
 	}
-	if kernelCell(hs[1].Kernel) != "Timeouts 2" || kernelCell(map[string]int64{}) != "-" || kernelCell(nil) != "" {
-		t.Fatalf("cells %q %q %q", kernelCell(hs[1].Kernel), kernelCell(map[string]int64{}), kernelCell(nil))
+	// When each first grew, from the command: the undo's sample at 2.6 s
+	// (command 2 s), the first timeout's at 6.1 s (command 5 s).
+	if a0, a1 := hs[0].KernelAfterS["TCPDSACKUndo"], hs[1].KernelAfterS["TCPTimeouts"]; math.Abs(a0-0.6) > 1e-9 || math.Abs(a1-1.1) > 1e-9 {
+		t.Fatalf("first growth +%v s / +%v s, want +0.6 / +1.1", a0, a1)
+	}
+	if c := kernelCell(hs[1].Kernel, hs[1].KernelAfterS); c != "Timeouts 2 (+1.1 s)" {
+		t.Fatalf("cell %q", c)
+	}
+	if kernelCell(hs[1].Kernel, nil) != "Timeouts 2" || kernelCell(map[string]int64{}, nil) != "-" || kernelCell(nil, nil) != "" {
+		t.Fatalf("cells %q %q %q", kernelCell(hs[1].Kernel, nil), kernelCell(map[string]int64{}, nil), kernelCell(nil, nil))
 	}
 	d.KernelLog = nil
 	if hs = handoverStats(RunResult{}, d); hs[0].Kernel != nil {

@@ -73,6 +73,10 @@ type HandoverStat struct {
 	// no sampled counters). Samples are KernelSampleEvery apart, so an
 	// event up to that long before the command can count here.
 	Kernel map[string]int64 `json:"kernel"`
+	// KernelAfterS is, for each counter in Kernel, when it first grew:
+	// seconds from this command to the first sample that shows it (so a
+	// timeout 7 s into a dwell is not read as the handover's).
+	KernelAfterS map[string]float64 `json:"kernel_after_s,omitempty"`
 	// Convergence by window ("0.1s", "1s"), seconds from RA; Converged
 	// false means the value is the dwell.
 	ConvergenceS map[string]float64 `json:"convergence_s"`
@@ -136,7 +140,7 @@ func handoverStats(r RunResult, d RunData) []HandoverStat {
 			if i+1 < len(d.Handovers) {
 				next = d.Handovers[i+1].Command
 			}
-			hs.Kernel = kernelDelta(d.KernelLog, d.Emu.StartUnixNS, h.Command, next)
+			hs.Kernel, hs.KernelAfterS = kernelDelta(d.KernelLog, d.Emu.StartUnixNS, h.Command, next)
 		}
 		if d.Verdicts != nil {
 			st := d.Emu.StartUnixNS

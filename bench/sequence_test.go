@@ -106,6 +106,44 @@ func TestSequences(t *testing.T) {
 	}
 }
 
+// Reached: the flow had a 0.1 s bin at 75 % of the mmWave capacity in the
+// dwell before it left mmWave; one that never did (70 % until the command
+// into sub-6) is not, and the bins at 75 % after the command do not count.
+func TestSequencesReached(t *testing.T) {
+	flat := func(float64) int64 { return 2_000_000 }
+	for _, tc := range []struct {
+		name    string
+		good    func(float64) float64
+		reached bool
+	}{
+		{"full speed on mmWave", func(float64) float64 { return 1 }, true},
+		{"70 % on mmWave, full after", func(t float64) float64 {
+			if t < 10 {
+				return 0.7
+			}
+			return 1
+		}, false},
+		{"75 % in one bin only, the last before the command", func(t float64) float64 {
+			if t >= 9.9 && t < 10 {
+				return 0.75
+			}
+			if t < 10 {
+				return 0.5
+			}
+			return 1
+		}, true},
+	} {
+		hos, cw, bins, caps := seqRun(flat, tc.good)
+		seqs := Sequences(hos, cw, bins, caps)
+		if len(seqs) != 1 || seqs[0].Reached != tc.reached {
+			t.Errorf("%s: %+v, want reached %v", tc.name, seqs, tc.reached)
+		}
+	}
+	if reachedBefore(nil, nil, 0, 10) {
+		t.Error("no bins reached")
+	}
+}
+
 // No mmWave value (no interval before the command) or no data in the
 // return's dwell: the sequence is listed but not judged, and does not
 // count in the fraction.
@@ -196,7 +234,7 @@ func TestSummarizeSequences(t *testing.T) {
 	}
 	var b strings.Builder
 	writeSequences(&b, ss)
-	if !strings.Contains(b.String(), "| m2ho | 2 | 2 | 1 | 2 | 1 | 50 % |") || !strings.Contains(b.String(), "| pass | 2 | 2 | 0 | 2 | 0 | 0 % |") {
+	if !strings.Contains(b.String(), "| m2ho | 2 | 2 | 1 | 2 | 1 | 50 % | 2 | 1 |") || !strings.Contains(b.String(), "| pass | 2 | 2 | 0 | 2 | 0 | 0 % | 2 | 0 |") {
 		t.Errorf("markdown:\n%s", b.String())
 	}
 }
@@ -216,7 +254,7 @@ func TestSummarySequences(t *testing.T) {
 	if err := s.WriteMarkdown(&md); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(js.String(), `"sequences"`) || !strings.Contains(md.String(), "| m2ho | 1 | 1 | 1 | 1 | 1 | 100 % |") {
+	if !strings.Contains(js.String(), `"sequences"`) || !strings.Contains(md.String(), "| m2ho | 1 | 1 | 1 | 1 | 1 | 100 % | 1 | 1 |") {
 		t.Fatalf("summary lacks the sequences:\n%s", md.String())
 	}
 }

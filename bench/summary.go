@@ -567,7 +567,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		}
 	}
 	if len(s.HandoverTable) > 0 {
-		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts. Kernel: the server's recovery counters that grew from this command to the next (sampled every 0.1 s; DSACKUndo, PartialUndo, LossUndo, FullUndo, SpuriousRTOs, Timeouts, LostRetransmit, SACKReorder, DSACKRecv; - none, blank: not sampled).\n\n")
+		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts. Kernel: the server's recovery counters that grew from this command to the next (sampled every 0.1 s; (+x s): when the first sample showing it came, after the command; DSACKUndo, PartialUndo, LossUndo, FullUndo, SpuriousRTOs, Timeouts, LostRetransmit, SACKReorder, DSACKRecv; - none, blank: not sampled).\n\n")
 		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s | kernel |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 		conv := func(h HandoverStat, w string) string {
 			x, ok := h.ConvergenceS[w]
@@ -586,7 +586,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 				act = fmt.Sprintf("%s (%d/%d/%d)", a.Fired(), a.Clamp, a.Suppressions, a.Eqn2)
 			}
 			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
-				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"), kernelCell(h.Kernel))
+				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"), kernelCell(h.Kernel, h.KernelAfterS))
 		}
 	}
 	if len(s.Sysctls) > 0 {
@@ -609,15 +609,21 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 
 // kernelCell is a per-handover table's kernel column: the counters that
 // grew, in KernelCounters order, without their "TCP" prefix.
-func kernelCell(k map[string]int64) string {
+func kernelCell(k map[string]int64, after map[string]float64) string {
 	if k == nil {
 		return ""
 	}
 	var out []string
 	for _, name := range KernelCounters {
-		if v := k[name]; v > 0 {
-			out = append(out, fmt.Sprintf("%s %d", strings.TrimPrefix(name, "TCP"), v))
+		v := k[name]
+		if v <= 0 {
+			continue
 		}
+		cell := fmt.Sprintf("%s %d", strings.TrimPrefix(name, "TCP"), v)
+		if s, ok := after[name]; ok {
+			cell += fmt.Sprintf(" (+%.1f s)", s)
+		}
+		out = append(out, cell)
 	}
 	if len(out) == 0 {
 		return "-"
