@@ -56,11 +56,13 @@ type Sequence struct {
 	// Reached: in the mmWave dwell before Down (from the random access
 	// of the handover into that cell, or the data's start, to Down's
 	// command) some 0.1 s bin reached ConvergenceFraction of the serving
-	// cell's capacity. A flow that never got there on mmWave has a cwnd
-	// below 75 % of the mmWave BDP, and a receiver window can only lower
-	// a sender's limit: no rwnd rule can bring it there within 1 s of
-	// the return. The requirement is judged over all sequences; Reached
-	// says which of the misses were out of a window proxy's reach.
+	// cell's capacity. A flow that never got there on mmWave had not
+	// built the window for it, and a receiver window can only lower a
+	// sender's limit: keeping the cwnd through the sub-6 dwell brings it
+	// there after the return only if the return cell is slower or the
+	// sender grows in the second. The requirement is judged over all
+	// sequences; Reached tells the misses a window proxy could have
+	// prevented from those it mostly could not.
 	Reached bool
 }
 
@@ -220,7 +222,7 @@ func writeSequences(b *strings.Builder, ss []SequenceSummary) {
 		"Met: the sender's snd_cwnd stayed ≥ %.0f %% of its value before the command into sub-6 in every interval up to the command back, "+
 		"and a 0.1 s bin reached %.0f %% of the mmWave capacity within %.0f s of the return's random access. "+
 		"Reached before: the judged sequences whose flow had a 0.1 s bin at %.0f %% of the capacity in the mmWave dwell before it left "+
-		"(the others had a cwnd below that, which no receiver window can raise); met of them in the last column.\n\n",
+		"(the others had not built the window for it, which a receiver window cannot raise); met of them in the last column.\n\n",
 		SequenceCwndKeep*100, ConvergenceFraction*100, SequenceReturnS, ConvergenceFraction*100)
 	b.WriteString("| variant | sequences | judged | cwnd kept | recovered ≤ 1 s | met | fraction | reached before | met of reached |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range ss {
