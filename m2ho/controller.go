@@ -633,6 +633,9 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 	v := c.uplink(now, f, p)
 	if v.Action != Drop {
 		c.noteEdge(f, p, v)
+		if p.Flags&FlagACK != 0 {
+			f.noteAckForwarded(p.Ack)
+		}
 	}
 	if p.HasTS && v.Action != Drop {
 		// A dropped ACK never reaches the server, so its TSval is never
@@ -691,21 +694,23 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		// so the laptop sees holes and answers with duplicate ACKs at
 		// once. On a phone those ACKs would wait in the modem's uplink
 		// until random access; this proxy sits before that queue, so it
-		// starts §4.4's suppression here, for ACKs that do not cover
+		// starts §4.4's suppression here, for duplicate ACKs (Flow.
+		// isDupACK: not advancing the cumulative ACK) that do not cover
 		// everything the flow has been sent, within the same bound.
 		if c.commanded && now.Sub(c.commandAt) < c.cfg.SmoothingBound && f.hasHigh &&
-			p.IsPureACK() && packet.SeqLess(p.Ack, f.high) {
+			f.isDupACK(p) && packet.SeqLess(p.Ack, f.high) {
 			return Verdict{Action: Drop, Reason: ReasonSmoothing}
 		}
 		// §4.3: the flows together may have ŝ_max in flight.
 		return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
 	case Smoothing:
 		// §4.4: hold back duplicate ACKs until this flow acknowledged
-		// everything it had received before the command.
+		// everything it had received before the command (an ACK that
+		// advances is no duplicate: Flow.isDupACK).
 		if !f.released {
 			if p.Flags&FlagACK != 0 && !packet.SeqLess(p.Ack, f.snap) {
 				f.released = true
-			} else if p.IsPureACK() {
+			} else if f.isDupACK(p) {
 				return Verdict{Action: Drop, Reason: ReasonSmoothing}
 			}
 		}

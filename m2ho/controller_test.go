@@ -314,6 +314,9 @@ func TestRandomAccess(t *testing.T) {
 // toSmoothing brings fx into Smoothing with flow f having received
 // [seq0, seq0+n) before the command (at t=100; RA success at t=130).
 func toSmoothing(fx *fixture, f *Flow, seq0 uint32, n int) {
+	// The laptop's last ACK before the prediction (it left the phone):
+	// an ACK there later is a duplicate, above it is not.
+	fx.pkt(0, f, upACK(seq0+uint32(n/2), 65535, 7))
 	fx.ev(0, a3(sub6, "A"))
 	fx.pkt(50, f, down(seq0, n))
 	fx.ev(100, command(signaling.HOIntraNR, sub6, "A"))
@@ -321,10 +324,11 @@ func toSmoothing(fx *fixture, f *Flow, seq0 uint32, n int) {
 	fx.want(Smoothing)
 }
 
-// Release rule (a), per flow: pure ACKs below what the flow had at the
-// command are dropped; an ACK reaching it passes and releases the flow.
-// Data, SYN, FIN, RST are never dropped. Data arriving after the command
-// does not move the mark.
+// Release rule (a), per flow: duplicate pure ACKs below what the flow had
+// at the command are dropped; an ACK reaching it passes and releases the
+// flow; one that advances the cumulative ACK short of it passes and does
+// not release. Data, SYN, FIN, RST are never dropped. Data arriving after
+// the command does not move the mark.
 func TestSmoothingReleaseBySeq(t *testing.T) {
 	fx := newFixture(t, nil)
 	f := attach(fx, 0)
@@ -348,7 +352,8 @@ func TestSmoothingReleaseBySeq(t *testing.T) {
 		{"no ACK flag", f, &Packet{Dir: Uplink, Flags: 0, Ack: 1500, WScale: 7}, pass},
 		{"downlink", f, down(6000, 100), pass},
 		{"flow without data at the command: clamped", g, upACK(1, 65535, 7), rewrite(391, ReasonPreparation)},
-		{"one short of the mark", f, upACK(1999, 65535, 7), drop},
+		{"advances, one short of the mark: passes, clamped", f, upACK(1999, 65535, 7), rewrite(782, ReasonPreparation)},
+		{"dup of that", f, upACK(1999, 65535, 7), drop},
 		{"reaches the mark: released, clamped", f, upACK(2000, 65535, 7), rewrite(782, ReasonPreparation)},
 		{"dup ACK after release", f, upACK(2000, 65535, 7), rewrite(782, ReasonPreparation)},
 	}
@@ -367,8 +372,10 @@ func TestSmoothingReleaseWraparound(t *testing.T) {
 	fx.pkt(11, f, down(0xFFFFFF00, 0x200)) // high = 0x00000100 (wrapped)
 	fx.pkt(12, f, down(0xFFFFFE00, 0x100)) // retransmission: high stays
 	toSmoothing(fx, f, 0xFFFFFF00, 0x100)  // old data again: high stays 0x100
-	check(t, "before the wrap", fx.pkt(131, f, upACK(0xFFFFFFF0, 65535, 7)), drop)
-	check(t, "after the wrap, short", fx.pkt(132, f, upACK(0x000000FF, 65535, 7)), drop)
+	check(t, "before the wrap, a duplicate", fx.pkt(131, f, upACK(0xFFFFFF80, 65535, 7)), drop)
+	check(t, "after the wrap, short: advances", fx.pkt(132, f, upACK(0x000000FF, 65535, 7)), rewrite(782, ReasonPreparation))
+	check(t, "after the wrap, a duplicate", fx.pkt(132, f, upACK(0x000000FF, 65535, 7)), drop)
+	check(t, "older than the last forwarded", fx.pkt(132, f, upACK(0xFFFFFFF0, 65535, 7)), drop)
 	check(t, "at the mark", fx.pkt(133, f, upACK(0x00000100, 65535, 7)), rewrite(782, ReasonPreparation))
 	// An older ACK keeps the edge 0x100 + 782·128 the sender holds:
 	// ceil((0x100 + 100096 − 0xFFFFFFF0)/128) = 785.
@@ -382,6 +389,7 @@ func TestSmoothingReleaseByBurst(t *testing.T) {
 	f := attach(fx, 0)
 	fx.ev(0, a3(sub6, "A"))
 	fx.pkt(50, f, down(1000, 1000))
+	fx.pkt(60, f, upACK(1500, 65535, 7))
 	fx.ev(100, command(signaling.HOIntraNR, sub6, "A"))
 	fx.ev(120, slotEv(0.95, 5000)) // a burst starts before execution
 	fx.ev(130, raEv(signaling.RASuccess, signaling.RAHandover))
@@ -903,6 +911,7 @@ func TestSuppressionFromCommand(t *testing.T) {
 	f := attach(fx, 0)
 	fx.ev(0, a3(sub6, "A"))
 	fx.pkt(50, f, down(1000, 1000))                     // high 2000
+	fx.pkt(60, f, upACK(2000, 65535, 7))                // the laptop has it all
 	fx.ev(100, command(signaling.HOIntraNR, sub6, "A")) // flush: 3000..4000 delivered, 2000..3000 a hole
 	fx.pkt(101, f, down(3000, 1000))                    // high 4000
 	tests := []struct {

@@ -97,6 +97,7 @@ func TestInferredDuringSmoothing(t *testing.T) {
 	fx := newFixture(t, nil)
 	f := attach(fx, 0)
 	fx.pkt(0, f, down(1000, 1000)) // downlink data at the command
+	fx.pkt(0, f, upACK(1000, 65535, 7))
 	fx.ev(0, &signaling.Event{Kind: signaling.KindMACSlot, Serving: cell(mmw, "M")})
 	fx.ev(10, command(signaling.HOSNChange, mmw, "M2"))
 	fx.ev(40, raEv(signaling.RASuccess, signaling.RAHandover))
