@@ -27,7 +27,7 @@ import (
 // Wave's published rule 19.8 / 21.1 % (2 ms) and 26.8 / 28.2 % (3 ms);
 // with the noise floor 3.1 / 4.1 % and 4.0 / 5.5 %, tunnel RTT 13.0 and
 // 13.9 ms against quic's 140 / 113 ms.
-func TestRTTNoiseKeepsGoodput(t *testing.T) {
+func TestWaveRTTNoiseKeepsGoodput(t *testing.T) {
 	longSim(t)
 	C := 50 * mbit
 	steps := []rateStep{{0, C, 5 * time.Millisecond}}
