@@ -89,6 +89,12 @@ func (f tunnelFlags) dial(ctx context.Context, log *zap.Logger) (*tunnel.Client,
 //	Preparation -> Smoothing             executed  (new cell's type, c_est)
 //	Preparation -> Stable                withdrawn
 //
+// The controller's c_est is 0 at "executed" (it restarts its estimate at
+// the random access, and it never sees the flows inside the tunnel): the
+// tunnel client fills in the tunnel's own delivery rate on the new cell
+// (tunnel.Client.SendHint, RateMeter), holding that hint up to
+// HintRateWait.
+//
 // The controller calls observers under the engine's lock, so a hint is
 // only queued here (bounded; a full queue drops and counts it) and run
 // sends it. ctrlHint reads the controller's state; it is set once the

@@ -85,7 +85,23 @@ func (w *wavePacers) newConnPacer(identity string, qc *quic.Conn) tunnel.Pacer {
 	w.live[wp] = struct{}{}
 	w.mu.Unlock()
 	go func() {
-		<-qc.Context().Done()
+		// one state line a second: TxTime and what it is made of
+		tk := time.NewTicker(time.Second)
+		defer tk.Stop()
+		for done := false; !done; {
+			select {
+			case <-qc.Context().Done():
+				done = true
+			case <-tk.C:
+			}
+			st := wp.g.State()
+			w.log.Info("wave: state", zap.String("client", identity), zap.Stringer("mode", st.Mode),
+				zap.Duration("tx_time", st.TxTime), zap.Int("burst_packets", st.BurstPackets),
+				zap.Duration("atd", st.ATD), zap.Duration("atd_last", st.ATDLast),
+				zap.Duration("min_rtt", st.MinRTT), zap.Duration("delta_rtt", st.DeltaRTT), zap.Duration("noise_floor", st.NoiseFloor),
+				zap.Uint64("bursts_measured", st.Counters.BurstsMeasured), zap.Uint64("recovery_updates", st.Counters.RecoveryUpdates),
+				zap.Uint64("hints_no_rate", st.Counters.HintsNoRate))
+		}
 		st := wp.g.State()
 		w.mu.Lock()
 		delete(w.live, wp)

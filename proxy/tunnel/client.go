@@ -68,6 +68,11 @@ type ClientConfig struct {
 	CountDrops bool
 	// Log gets the client's log lines (zap.NewNop when nil).
 	Log *zap.Logger
+	// HintRateWait bounds how long SendHint holds an executed hint whose
+	// CEst is 0 for the first delivery-rate interval on the new cell (see
+	// SendHint); default DefaultHintRateWait, negative: no wait (the hint
+	// goes as given).
+	HintRateWait time.Duration
 
 	// qlogUnbuffered writes the qlog file unbuffered, as before
 	// bufferedFile (BenchmarkTunnelBulk's before/after only).
@@ -87,8 +92,12 @@ type ClientStats struct {
 	PTBSent                uint64
 	MSSClamped             uint64
 	HintsSent              uint64
-	Migrations             uint64
-	SendsPathGone          uint64 // UDP sends refused (address or route gone): taken as lost
+	// HintsRateMeasured: executed hints whose c_est the client filled from
+	// its RateMeter; HintsRateUnknown: those sent with c_est 0 because no
+	// interval closed within HintRateWait.
+	HintsRateMeasured, HintsRateUnknown uint64
+	Migrations                          uint64
+	SendsPathGone                       uint64 // UDP sends refused (address or route gone): taken as lost
 	// DropDatagramRecvQueue: quic-go's DATAGRAM receive queue was full
 	// (downlink packets lost); DropH3DatagramQueue: inferred, http3's
 	// per-stream DATAGRAM queue was full (see eventH3DatagramParsed).
@@ -118,6 +127,7 @@ type Client struct {
 	hintMu  sync.Mutex
 	hintStr *http3.RequestStream
 	hintSeq uint64
+	rate    RateMeter // downlink delivery rate, for the executed hint's c_est
 
 	trMu       sync.Mutex
 	transports []*quic.Transport
@@ -134,6 +144,7 @@ type Client struct {
 		packetsUp, bytesUp, packetsDown, bytesDown atomic.Uint64
 		invalid, natConflict, refused, ptb, clamp  atomic.Uint64
 		hints, migrations                          atomic.Uint64
+		rateMeasured, rateUnknown                  atomic.Uint64
 		pathGone                                   atomic.Uint64 // sends refused for want of an address/route: lost
 		dgramRecv, h3Parsed, peerProcessed         atomic.Uint64
 	}
@@ -569,13 +580,48 @@ func (c *Client) recvLoop() {
 			}
 			return
 		}
+		c.rate.Sample(time.Now(), n, c.qc.ConnectionStats().SmoothedRTT)
 		c.down.push(buf[:n])
 	}
 }
 
 // SendHint sends a hint to the server on the hints channel; Seq is set
 // here.
+//
+// An executed hint with CEst 0 gets the tunnel's own measure of the new
+// cell: the M2HO controller restarts its estimate at the random access
+// (the new cell's capacity has nothing to do with the old one's), so its
+// c_est at "executed" is always 0, and it sees no tunnelled flow anyway.
+// SendHint restarts the client's RateMeter and holds the hint until the
+// meter's first RTT-long interval on the new cell has closed (the first
+// round of downlink delivery after the handover, whose first packets are
+// the backlog the target cell drains at its own rate), at most
+// HintRateWait; the hint then carries that rate, or 0 (unknown) if no
+// interval closed. Meanwhile the server keeps the ŝ_max cap, as the
+// controller keeps Preparation's clamp through Smoothing. The wait blocks
+// the caller (the phone's hint forwarder, whose later hints must follow
+// this one anyway).
 func (c *Client) SendHint(h Hint) error {
+	if h.Kind == HintExecuted && h.CEst == 0 && c.cfg.HintRateWait >= 0 {
+		wait := c.cfg.HintRateWait
+		if wait == 0 {
+			wait = DefaultHintRateWait
+		}
+		fresh := c.rate.Restart()
+		t := time.NewTimer(wait)
+		select {
+		case <-fresh:
+		case <-t.C:
+		case <-c.ctx.Done():
+		}
+		t.Stop()
+		if h.CEst = c.rate.Rate(); h.CEst > 0 {
+			c.st.rateMeasured.Add(1)
+		} else {
+			c.st.rateUnknown.Add(1)
+		}
+		c.log.Info("executed hint: c_est from the tunnel's delivery rate", zap.Float64("c_est", h.CEst), zap.Stringer("cell_type", h.CellType))
+	}
 	c.hintMu.Lock()
 	defer c.hintMu.Unlock()
 	c.hintSeq++
@@ -644,7 +690,7 @@ func (c *Client) Stats() ClientStats {
 		DropUpQueueFull: c.up.dropped.Load(), DropDownQueueFull: c.down.dropped.Load(), DropUpQueueLimit: c.up.limited.Load(),
 		DropInvalid: c.st.invalid.Load(), DropNATConflict: c.st.natConflict.Load(),
 		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
-		HintsSent: c.st.hints.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),
+		HintsSent: c.st.hints.Load(), HintsRateMeasured: c.st.rateMeasured.Load(), HintsRateUnknown: c.st.rateUnknown.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),
 		DropDatagramRecvQueue: c.st.dgramRecv.Load(), DropH3DatagramQueue: h3Lost(c.st.h3Parsed.Load(), c.st.peerProcessed.Load()),
 	}
 }

@@ -151,3 +151,27 @@ func TestHeldLastAckTrimmed(t *testing.T) {
 	near(t, "ATD", s.ATD, ms(2))
 	near(t, "TxTime", s.TxTime, ms(2))
 }
+
+// TestATDFilterIgnoresTwoCompressedTrains: once the filter holds 8 or
+// more trains it uses the third smallest, so one or two compressed trains
+// (ACK frames handled as a batch) do not speed the pacer past the path;
+// a third one does (three in 16 is no longer an outlier).
+func TestATDFilterIgnoresTwoCompressedTrains(t *testing.T) {
+	for _, tc := range []struct {
+		compressed int
+		want       float64 // TxTime (ms)
+	}{{0, 2}, {1, 2}, {2, 2}, {3, 0.5}} {
+		h := newHarness(t, Config{MaxBurstPackets: DefaultBurstPackets})
+		at := 0.0
+		for i := range 12 {
+			atd := 2.0
+			if i >= 12-tc.compressed {
+				atd = 0.5
+			}
+			h.train(h.burst(at, 10), at+50, stepFor(atd))
+			at += 100
+		}
+		want := max(ms(tc.want), DefaultMinTxTime)
+		near(t, "TxTime", h.p.TxTime(), want)
+	}
+}

@@ -198,6 +198,13 @@ type tsim struct {
 	ackJitter  time.Duration
 	jitterRand uint64
 	lastAckAt  int64
+	// fwdJitter, when > 0, delays each packet on its way from the sender
+	// to the bottleneck by a pseudo-random amount in [0, fwdJitter), order
+	// kept (see noisefloor_test.go): RTT noise that the bottleneck's own
+	// spacing removes from the ACK train (it can stretch a train, never
+	// compress it below 1/C per packet).
+	fwdJitter time.Duration
+	lastEnter time.Time
 	// rxStall, when > 0, makes the QUIC receiver stall: at a packet's
 	// arrival, with probability 1/rxStallEvery, its goroutine is off the
 	// CPU for a time uniform in [0, rxStall); what arrives meanwhile is
@@ -362,6 +369,13 @@ func (s *tsim) release(now time.Time) time.Duration {
 func (s *tsim) bottleneck(now time.Time, pn, seg int64) {
 	if !s.ptoArmed {
 		s.armPTO(now)
+	}
+	if s.fwdJitter > 0 {
+		now = now.Add(time.Duration(s.rand() % uint64(s.fwdJitter)))
+		if now.Before(s.lastEnter) {
+			now = s.lastEnter
+		}
+		s.lastEnter = now
 	}
 	start := now
 	if s.lastDep.After(start) {
