@@ -188,6 +188,8 @@ func (l *tunnelLink) retire(c *tunnel.Client) {
 	p.PTBSent += s.PTBSent
 	p.MSSClamped += s.MSSClamped
 	p.HintsSent += s.HintsSent
+	p.HintsRateMeasured += s.HintsRateMeasured
+	p.HintsRateUnknown += s.HintsRateUnknown
 	p.Migrations += s.Migrations
 	p.SendsPathGone += s.SendsPathGone
 	p.DropDatagramRecvQueue += s.DropDatagramRecvQueue
@@ -310,6 +312,8 @@ func (l *tunnelLink) Stats() tunnel.ClientStats {
 		s.PTBSent += x.PTBSent
 		s.MSSClamped += x.MSSClamped
 		s.HintsSent += x.HintsSent
+		s.HintsRateMeasured += x.HintsRateMeasured
+		s.HintsRateUnknown += x.HintsRateUnknown
 		s.Migrations += x.Migrations
 		s.SendsPathGone += x.SendsPathGone
 		s.DropDatagramRecvQueue += x.DropDatagramRecvQueue
@@ -469,22 +473,23 @@ type tunnelCollector struct {
 }
 
 var (
-	tcDescPackets = prometheus.NewDesc("m2ho_tunnel_client_packets_total", "Packets through the tunnel by direction (up: into the tunnel; down: returned to the TUN, local ICMP included).", []string{"dir"}, nil)
-	tcDescBytes   = prometheus.NewDesc("m2ho_tunnel_client_bytes_total", "Bytes through the tunnel by direction.", []string{"dir"}, nil)
-	tcDescDrops   = prometheus.NewDesc("m2ho_tunnel_client_drops_total", "Packets the tunnel client dropped by reason (down: the tunnel was down).", []string{"reason"}, nil)
-	tcDescPTB     = prometheus.NewDesc("m2ho_tunnel_client_packet_too_big_total", "ICMP Packet Too Big returned for packets above the inner MTU.", nil, nil)
-	tcDescClamp   = prometheus.NewDesc("m2ho_tunnel_client_mss_clamped_total", "TCP SYN/SYN-ACKs whose MSS was clamped to the inner MTU.", nil, nil)
-	tcDescHints   = prometheus.NewDesc("m2ho_tunnel_client_hints_total", "Hints by outcome (sent to the server, dropped: forwarder queue full).", []string{"outcome"}, nil)
-	tcDescRedial  = prometheus.NewDesc("m2ho_tunnel_client_redials_total", "Redial attempts after the tunnel went down, by outcome.", []string{"outcome"}, nil)
-	tcDescAddrChg = prometheus.NewDesc("m2ho_tunnel_client_inner_address_changes_total", "Redials that got other inner addresses (open tunnelled flows broke).", nil, nil)
-	tcDescMigr    = prometheus.NewDesc("m2ho_tunnel_client_migrations_total", "QUIC connection migrations to a new uplink address, by outcome.", []string{"outcome"}, nil)
-	tcDescUp      = prometheus.NewDesc("m2ho_tunnel_client_up", "1 while the tunnel connection is up.", nil, nil)
-	tcDescRTT     = prometheus.NewDesc("m2ho_tunnel_client_rtt_seconds", "quic-go's RTT estimates of the tunnel connection (min, smoothed, latest, mean deviation).", []string{"stat"}, nil)
-	tcDescQuic    = prometheus.NewDesc("m2ho_tunnel_client_quic_packets_total", "QUIC packets of the live connection (quic-go's statistics), by event.", []string{"event"}, nil)
+	tcDescPackets  = prometheus.NewDesc("m2ho_tunnel_client_packets_total", "Packets through the tunnel by direction (up: into the tunnel; down: returned to the TUN, local ICMP included).", []string{"dir"}, nil)
+	tcDescBytes    = prometheus.NewDesc("m2ho_tunnel_client_bytes_total", "Bytes through the tunnel by direction.", []string{"dir"}, nil)
+	tcDescDrops    = prometheus.NewDesc("m2ho_tunnel_client_drops_total", "Packets the tunnel client dropped by reason (down: the tunnel was down).", []string{"reason"}, nil)
+	tcDescPTB      = prometheus.NewDesc("m2ho_tunnel_client_packet_too_big_total", "ICMP Packet Too Big returned for packets above the inner MTU.", nil, nil)
+	tcDescClamp    = prometheus.NewDesc("m2ho_tunnel_client_mss_clamped_total", "TCP SYN/SYN-ACKs whose MSS was clamped to the inner MTU.", nil, nil)
+	tcDescHints    = prometheus.NewDesc("m2ho_tunnel_client_hints_total", "Hints by outcome (sent to the server, dropped: forwarder queue full).", []string{"outcome"}, nil)
+	tcDescHintRate = prometheus.NewDesc("m2ho_tunnel_client_executed_hint_rate_total", "Executed-handover hints by where their c_est came from (measured: the tunnel's own delivery rate after the handover; unknown: none measured within the wait, sent as 0).", []string{"c_est"}, nil)
+	tcDescRedial   = prometheus.NewDesc("m2ho_tunnel_client_redials_total", "Redial attempts after the tunnel went down, by outcome.", []string{"outcome"}, nil)
+	tcDescAddrChg  = prometheus.NewDesc("m2ho_tunnel_client_inner_address_changes_total", "Redials that got other inner addresses (open tunnelled flows broke).", nil, nil)
+	tcDescMigr     = prometheus.NewDesc("m2ho_tunnel_client_migrations_total", "QUIC connection migrations to a new uplink address, by outcome.", []string{"outcome"}, nil)
+	tcDescUp       = prometheus.NewDesc("m2ho_tunnel_client_up", "1 while the tunnel connection is up.", nil, nil)
+	tcDescRTT      = prometheus.NewDesc("m2ho_tunnel_client_rtt_seconds", "quic-go's RTT estimates of the tunnel connection (min, smoothed, latest, mean deviation).", []string{"stat"}, nil)
+	tcDescQuic     = prometheus.NewDesc("m2ho_tunnel_client_quic_packets_total", "QUIC packets of the live connection (quic-go's statistics), by event.", []string{"event"}, nil)
 )
 
 func (t *tunnelCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{tcDescPackets, tcDescBytes, tcDescDrops, tcDescPTB, tcDescClamp, tcDescHints, tcDescRedial, tcDescAddrChg, tcDescMigr, tcDescUp, tcDescRTT, tcDescQuic} {
+	for _, d := range []*prometheus.Desc{tcDescPackets, tcDescBytes, tcDescDrops, tcDescPTB, tcDescClamp, tcDescHints, tcDescHintRate, tcDescRedial, tcDescAddrChg, tcDescMigr, tcDescUp, tcDescRTT, tcDescQuic} {
 		ch <- d
 	}
 }
@@ -512,6 +517,8 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescPTB, s.PTBSent)
 	cnt(tcDescClamp, s.MSSClamped)
 	cnt(tcDescHints, s.HintsSent, "sent")
+	cnt(tcDescHintRate, s.HintsRateMeasured, "measured")
+	cnt(tcDescHintRate, s.HintsRateUnknown, "unknown")
 	var hd uint64
 	if t.hints != nil {
 		hd = t.hints.dropped.Load()
