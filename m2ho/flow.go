@@ -79,6 +79,18 @@ type Flow struct {
 	edge     uint32
 	hasEdge  bool
 	inflight uint32
+
+	// Loss recovery of the flow's sender, as the phone can tell (see
+	// Controller.noteRecovery): highTS is the TSval of the segment that
+	// set high; lastAck and dupN count the duplicate ACKs forwarded to
+	// the sender; while recovering, until the laptop acknowledges
+	// recoverPt, no ACK of the flow is suppressed.
+	highTS     uint32
+	lastAck    uint32
+	hasLastAck bool
+	dupN       uint8
+	recovering bool
+	recoverPt  uint32
 }
 
 type tsSent struct {
