@@ -421,7 +421,7 @@ func TestNoSuppressionInRecovery(t *testing.T) {
 	fx.ev(0, a3(sub6, "A")) // a live signal; Preparation's clamp from here
 	fx.pkt(10, dup, down(1000, 1000))
 	fx.pkt(11, dup, down(3000, 1000)) // 2000..3000 lost
-	for i := range 1 + dupThresh { // an ACK and three duplicates
+	for i := range 1 + dupThresh {    // an ACK and three duplicates
 		if v := fx.pkt(12+i, dup, upACK(2000, 65535, 7)); v.Action == Drop {
 			t.Fatalf("duplicate ACK %d before the command dropped", i+1)
 		}
