@@ -664,18 +664,21 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 			f.inflight = d
 		}
 	}
-	if c.ramp && c.state == Stable && f.hasHigh && packet.SeqLess(p.Seq, f.high) {
-		// Data below the highest seen, after Smoothing (the forwarded
-		// data has come by the first burst or the bound): the sender
-		// retransmits, so its CUBIC epoch has restarted (see ramp).
-		f.rampFree = c.rampGen
-	}
-	if p.HasTS && f.hasHigh && packet.SeqLess(p.Seq, f.high) && tsNewer(p.TSval, f.highTS) {
-		// Below the highest byte seen, and sent after the segment that
-		// carried it: a retransmission (a hole filled by the forwarded
-		// queue or by reordering carries an older TSval), so the sender
-		// is in loss recovery (see noteRecovery).
+	if c.retransmission(f, p) {
+		// The sender is in loss recovery (see noteRecovery) and its
+		// CUBIC epoch has restarted: the ramp lets it go (see ramp).
+		// Data below the
+		// highest seen alone is not enough: on mmWave the link layer
+		// reorders (HARQ), and a segment that merely arrived late let
+		// go of a flow whose epoch was still stale; on the bench's
+		// mixed drive (rate bound, seed 1, the return at 207.15 s) the
+		// ramp ended 1.35 s after random access with no retransmission,
+		// the sender's stale 1.9 MB cwnd replaced a 0.7 MB rwnd at once
+		// and the mmWave buffer dropped 740 segments within 0.1 s.
 		f.enterRecovery()
+		if c.ramp {
+			f.rampFree = c.rampGen
+		}
 	}
 	if !f.hasHigh || packet.SeqLess(f.high, end) {
 		f.high, f.hasHigh = end, true
@@ -903,6 +906,33 @@ func (c *Controller) noteEdge(f *Flow, p *Packet, v Verdict) {
 	if e := p.Ack + uint32(w); !f.hasEdge || packet.SeqLess(f.edge, e) {
 		f.edge, f.hasEdge = e, true
 	}
+}
+
+// tsTick is the sender's timestamp clock period assumed: Linux's TSval
+// counts milliseconds (tcp_time_stamp_ms).
+const tsTick = time.Millisecond
+
+// retransmission reports whether downlink segment p is one the sender
+// sent again: below the highest byte seen and sent after the segment that
+// carried it (a later TSval). A hole filled late, by the forwarded queue
+// or by link-layer reordering, carries an older TSval. A segment with the
+// same TSval was sent in the same tick: a retransmission then lies about
+// a window below the highest (the hole is where the loss was, one round
+// trip back), a segment reordered within the tick at most what the
+// sender sends in a tick or two, so the same TSval counts beyond that
+// (c_est for two ticks, at least 64 KB).
+func (c *Controller) retransmission(f *Flow, p *Packet) bool {
+	if !p.HasTS || !f.hasHigh || !packet.SeqLess(p.Seq, f.high) {
+		return false
+	}
+	if tsNewer(p.TSval, f.highTS) {
+		return true
+	}
+	if p.TSval != f.highTS {
+		return false
+	}
+	d := float64(f.high - p.Seq)
+	return d < 1<<30 && d > max(64<<10, c.est.Rate()*(2*tsTick).Seconds())
 }
 
 // dupThresh is how many duplicate ACKs the sender must have had to be in
