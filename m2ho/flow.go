@@ -17,6 +17,13 @@ const tsRing = 8
 // the ring then spans 200 ms, more than any 5G round trip.
 const tsSpacingNoRTT = 25 * time.Millisecond
 
+// tsKeep is the least time an entry of the ring waits for its echo before
+// a new TSval may take its place (see recordTSval): longer than any round
+// trip the controller means to measure, short enough that a TSval the
+// server never echoed (it had nothing to send in that tick) blocks its
+// slot for at most that.
+const tsKeep = time.Second
+
 // Flow is the controller's per-flow state. The packet path owns the memory
 // (one Flow embedded in each flow-table entry, so a new flow allocates
 // nothing here) and hands it to the controller with every packet. Its zero
@@ -114,6 +121,18 @@ func (f *Flow) recordTSval(now time.Time, val, ack uint32) {
 	}
 	if last.valid && now.Sub(last.at) < spacing {
 		return // the ring would not outlive the echo (tsRing)
+	}
+	if old := &f.ts[f.tsNext]; old.valid && now.Sub(old.at) < max(4*f.srtt, tsKeep) {
+		// The oldest entry's echo has not come yet: the round trip is
+		// longer than the ring spans (2·srtt, or 200 ms before the first
+		// sample). Overwriting it would lose every sample for as long as
+		// that lasts, and srtt could never catch up: a path above 200 ms
+		// from the start (LTE, a queue of seconds), or the RTT after a
+		// capacity outage (on the bench 98 → 494 ms), left the flow with
+		// no RTT, and its sender's right edge unknown (see noteEdge).
+		// Keeping it, the next echo is of the oldest entry, and the ring
+		// adapts to the measured srtt from there.
+		return
 	}
 	f.ts[f.tsNext] = tsSent{val: val, ack: ack, at: now, valid: true}
 	f.tsNext = (f.tsNext + 1) % tsRing

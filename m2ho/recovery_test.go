@@ -37,7 +37,12 @@ import (
 // then wait in the modem and leave at random access.
 type recoveryCase struct {
 	noProxy bool // the laptop's ACKs reach the sender as they are (the pass variant)
-	noLoss  bool // no air loss: the handover meets a sender in Open
+	// open: the loss (no lost retransmission) comes so late that the
+	// laptop sees its hole only after the command, with a queue of 2.2 MB
+	// (srtt ~200 ms, as after the bench's outage, where it was 494 ms):
+	// the handover meets the sender in Open, and its loss probe would
+	// come no sooner than its RTO.
+	open bool
 }
 
 const debugRecovery = false
@@ -58,14 +63,18 @@ func runRecovery(t *testing.T, rc recoveryCase) recoveryResult {
 		base   = 28 * time.Millisecond
 		rate   = 12_500_000 // B/s: 100 Mbit/s, the bench's sub-6 cell 88
 		target = 40_000_000 // B/s of the target while it drains the forwarded queue
-		buffer = 1_500_000
-		cwnd0  = 1_400_000 // in flight: the pipe (350 KB) and a queue of 1.05 MB (RTT 112 ms)
 		minRTO = 200 * time.Millisecond
 		runFor = 2500 * time.Millisecond
 		execT  = 30 * time.Millisecond // command → execution: the source still serves
 		intr   = 70 * time.Millisecond // command → random access
 		nLost  = 3                     // segments lost on the air at lossAt
 	)
+	// In flight: the pipe (350 KB) and a queue of 1.05 MB (RTT 112 ms),
+	// or of 2.2 MB (RTT 204 ms).
+	buffer, cwnd0, cmdAfter := 1_500_000, 1_400_000, 190*time.Millisecond
+	if rc.open {
+		buffer, cwnd0, cmdAfter = 2_700_000, 2_550_000, 170*time.Millisecond
+	}
 	db := NewSMaxDB()
 	db.Observe(cell(sub6, "C1"), 300_000)
 	db.Observe(cell(sub6, "C2"), 300_000)
@@ -82,7 +91,7 @@ func runRecovery(t *testing.T, rc recoveryCase) recoveryResult {
 	// first retransmission (one RTT after the loss) are about to reach
 	// the laptop: the ACKs that would show the retransmission lost are
 	// the ones after the command.
-	cmdAt := lossAt + 190*time.Millisecond
+	cmdAt := lossAt + cmdAfter
 	raAt := cmdAt + intr
 	predAt := cmdAt - 40*time.Millisecond
 
@@ -295,14 +304,14 @@ func runRecovery(t *testing.T, rc recoveryCase) recoveryResult {
 			s := toCell[0]
 			toCell = toCell[1:]
 			st := segAt(s.seq)
-			if !rc.noLoss && now >= lossAt && st.rtx == 0 && lostLeft == 0 && lostSeq < 0 {
+			if now >= lossAt && st.rtx == 0 && lostLeft == 0 && lostSeq < 0 {
 				lostLeft, lostSeq = nLost, s.seq
 			}
 			if st.rtx == 0 && lostLeft > 0 {
 				lostLeft--
 				continue // lost on the air (HARQ failure)
 			}
-			if s.seq == lostSeq && st.rtx == 1 && !rtxLostDone {
+			if s.seq == lostSeq && st.rtx == 1 && !rtxLostDone && !rc.open {
 				rtxLostDone = true
 				t.Logf("retransmission of %d lost at %v after the loss", s.seq, now-lossAt)
 				r.lostRtx++
@@ -327,9 +336,15 @@ func runRecovery(t *testing.T, rc recoveryCase) recoveryResult {
 
 		// Signalling.
 		if now >= predAt && now-step < predAt {
+			if debugRecovery {
+				t.Logf("prediction: una %d nxt %d sender edge %d; phone: edge %d inflight %d high %d", una, nxt, edge, f.edge, f.inflight, f.high)
+			}
 			c.OnEvent(at(0).Add(now), report(signaling.MeasA3, sub6, sub6, "C2"))
 		}
 		if now >= cmdAt && now-step < cmdAt {
+			if debugRecovery {
+				t.Logf("command: una %d nxt %d sender edge %d; phone: edge %d inflight %d high %d", una, nxt, edge, f.edge, f.inflight, f.high)
+			}
 			c.OnEvent(at(0).Add(now), command(signaling.HOIntraNR, sub6, "C2"))
 		}
 		if now >= raAt && now-step < raAt {
@@ -406,6 +421,35 @@ func TestHandoverDuringRecoveryNoRTO(t *testing.T) {
 	}
 }
 
+// A loss the laptop sees only after the command (its holes look like the
+// flush's), with nothing else in flight: the clamp held the sender's
+// right edge where it was, so it sends nothing new, and the laptop's
+// duplicate ACKs are the last it will send. Suppressed, they leave the
+// sender in Open with no news; its loss probe comes no sooner than its
+// RTO (srtt ~200 ms; on the bench 494 ms after a capacity outage), and
+// the RTO fires (measured drive bw-1, 9.13 s, this change's first short
+// run: 26 suppressed, 1 s idle, TCPTimeouts 1). A duplicate ACK that
+// reports everything the sender may have sent is not suppressed.
+func TestHandoverLastACKsNotSuppressed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		rc   recoveryCase
+	}{
+		{"without the proxy", recoveryCase{noProxy: true, open: true}},
+		{"with the proxy", recoveryCase{open: true}},
+	} {
+		r := runRecovery(t, tc.rc)
+		t.Logf("%s: recoveries %d, RTOs %d, probes %d, suppressed %d, delivered %d B",
+			tc.name, r.recoveries, r.rtos, r.probes, r.suppressed, r.delivered)
+		if r.rtos != 0 {
+			t.Errorf("%s: %d retransmission timeouts (the proxy must never cause one)", tc.name, r.rtos)
+		}
+		if r.recoveries == 0 {
+			t.Errorf("%s: the loss was never repaired by fast recovery", tc.name)
+		}
+	}
+}
+
 // Which flows §4.4 still suppresses: a flow whose sender the phone has
 // seen enter loss recovery (three duplicate ACKs forwarded to it, or a
 // retransmission: data below the highest seen with a later TSval) keeps
@@ -462,5 +506,48 @@ func TestNoSuppressionInRecovery(t *testing.T) {
 	fx.pkt(105, dup, down(205000, 1000)) // 204000..205000 a hole
 	if v := fx.pkt(106, dup, upACK(204000, 65535, 7)); v.Action != Drop {
 		t.Errorf("after the recovery point: verdict %+v, want the duplicate ACK dropped", v)
+	}
+}
+
+// A round trip longer than the TSval ring spans (200 ms before the first
+// sample, 2·srtt after) is still measured: the oldest entry waits for its
+// echo instead of being overwritten, and the ring follows srtt from the
+// first sample (a path of 300 ms from the start; one whose RTT jumps
+// ×5, as in the bench's capacity outage, 98 → 494 ms).
+func TestRTTLongerThanRing(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		first, then time.Duration
+	}{
+		{"300 ms from the start", 300 * time.Millisecond, 300 * time.Millisecond},
+		{"100 ms, then 500 ms", 100 * time.Millisecond, 500 * time.Millisecond},
+	} {
+		var f Flow
+		f.attached = true
+		type echo struct {
+			at  time.Duration
+			val uint32
+		}
+		var pending []echo
+		for now := time.Duration(0); now < 6*time.Second; now += time.Millisecond {
+			rtt := tc.first
+			if now >= 3*time.Second {
+				rtt = tc.then
+			}
+			val := uint32(now / time.Millisecond)
+			f.recordTSval(at(0).Add(now), val, 0)
+			pending = append(pending, echo{now + rtt, val}) // the server echoes every TSval once
+			for len(pending) > 0 && pending[0].at <= now {
+				if d, _, ok := f.matchTSecr(at(0).Add(now), pending[0].val); ok {
+					f.addRTT(at(0).Add(now), d)
+				}
+				pending = pending[1:]
+			}
+		}
+		srtt, _, n := f.RTT()
+		t.Logf("%s: srtt %v from %d samples", tc.name, srtt, n)
+		if d := srtt - tc.then; d < -tc.then/10 || d > tc.then/10 {
+			t.Errorf("%s: srtt %v, want %v", tc.name, srtt, tc.then)
+		}
 	}
 }
