@@ -33,6 +33,16 @@
 //     once: the same bounded rwnd (the ramp) goes on with the mmWave
 //     cell's ŝ_max until the flow's sender shows a loss recovery, which
 //     restarts its CUBIC epoch (see the ramp field and Flow.rampFree).
+//   - No ACK is suppressed (Preparation after the command, Smoothing)
+//     for a flow whose sender is in loss recovery, as the phone can tell
+//     (three duplicate ACKs forwarded, or a retransmission by its TSval,
+//     until the recovery point is acknowledged), nor one that reports
+//     everything the sender may have sent: either may be the last ACK
+//     the sender gets, and only its RTO would follow (see inRecovery and
+//     lastNews).
+//   - The ramp lets a flow go at its sender's own retransmission (a later
+//     TSval below the highest seen), not at a segment the link layer
+//     reordered (see retransmission).
 //   - No clamp takes back a right edge the sender may already use: the
 //     window of a clamped ACK is at least f.edge − ack, the sender's
 //     snd_nxt as the phone can tell (see clamp); a shrunk window stops
@@ -232,7 +242,10 @@ type Controller struct {
 	// sender entered recovery (or loss), and Linux CUBIC then ends its
 	// epoch (bictcp_recalc_ssthresh: epoch_start = 0) and sets W_max
 	// where it lost; from there its growth is the usual concave one, and
-	// the flow is left to it. rampGen names the ramp: a handover mmWave →
+	// the flow is left to it. The retransmission must be the sender's
+	// (Controller.retransmission: a later TSval), not a segment the
+	// mmWave link layer delivered late, whose sender's epoch is as stale
+	// as before. rampGen names the ramp: a handover mmWave →
 	// mmWave keeps it, and a flow that let go stays free.
 	ramp    bool
 	rampGen uint32
