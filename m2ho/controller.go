@@ -40,9 +40,11 @@
 //     everything the sender may have sent: either may be the last ACK
 //     the sender gets, and only its RTO would follow (see inRecovery and
 //     lastNews).
-//   - The ramp lets a flow go at its sender's own retransmission (a later
-//     TSval below the highest seen), not at a segment the link layer
-//     reordered (see retransmission).
+//   - The ramp lets a flow go once its sender retransmitted (a later
+//     TSval below the highest seen, not a segment the link layer
+//     reordered: see retransmission) and then leaves the ramp's window
+//     unused (cwnd-limited: its cut cwnd is below what the ramp allows),
+//     so the let-go never hands it a window it would fill at once.
 //   - No clamp takes back a right edge the sender may already use: the
 //     window of a clamped ACK is at least f.edge − ack, the sender's
 //     snd_nxt as the phone can tell (see clamp); a shrunk window stops
@@ -242,7 +244,8 @@ type Controller struct {
 	// sender entered recovery (or loss), and Linux CUBIC then ends its
 	// epoch (bictcp_recalc_ssthresh: epoch_start = 0) and sets W_max
 	// where it lost; from there its growth is the usual concave one, and
-	// the flow is left to it. The retransmission must be the sender's
+	// the flow is left to it, once it also leaves the ramp's window
+	// unused (see stableRwnd). The retransmission must be the sender's
 	// (Controller.retransmission: a later TSval), not a segment the
 	// mmWave link layer delivered late, whose sender's epoch is as stale
 	// as before. rampGen names the ramp: a handover mmWave →
@@ -655,6 +658,13 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 	if p.HasTS && v.Action != Drop {
 		// A dropped ACK never reaches the server, so its TSval is never
 		// echoed; recording it would shadow the next ACK's send time.
+		if p.WScale >= 0 {
+			w := uint32(p.Window)
+			if v.Action == Rewrite {
+				w = uint32(v.Window)
+			}
+			f.offered = p.Ack + w<<min(uint(p.WScale), 14)
+		}
 		f.recordTSval(now, p.TSval, p.Ack)
 	}
 	return v
@@ -680,6 +690,18 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		if d := end - echoAck; d > 0 && d < 1<<30 {
 			f.inflight = d
 		}
+		// Everything the sender sent before it took the echoed ACK has
+		// come (f.high, before this segment): had the window limited it,
+		// that reaches the right edge of the ACK echoed before (later
+		// ACKs only raise it); how far it stays below is the window it
+		// left unused.
+		if f.prevEdgeOK {
+			f.unused, f.unusedOK = 0, true
+			if u := f.prevEdge - f.high; packet.SeqLess(f.high, f.prevEdge) && u < 1<<30 {
+				f.unused = u
+			}
+		}
+		f.prevEdge, f.prevEdgeOK = f.echoEdge, true
 	}
 	if c.retransmission(f, p) {
 		// The sender is in loss recovery (see noteRecovery) and its
@@ -694,7 +716,8 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		// and the mmWave buffer dropped 740 segments within 0.1 s.
 		f.enterRecovery()
 		if c.ramp {
-			f.rampFree = c.rampGen
+			// Whether it leaves the window unused counts from here.
+			f.rampFresh, f.unusedOK, f.prevEdgeOK = c.rampGen, false, false
 		}
 	}
 	if !f.hasHigh || packet.SeqLess(f.high, end) {
@@ -764,6 +787,27 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		return Verdict{}
 	}
 	share := float64(c.shareOf(f))
+	mss := int(p.MSS)
+	if mss == 0 {
+		mss = DefaultMSS
+	}
+	if c.ramp && !c.eqn2Armed && f.rampFresh == c.rampGen && f.unusedOK &&
+		float64(f.unused) > max(float64(c.stableCap)/share/4, float64(8*mss)) {
+		// The sender's epoch is fresh and it leaves the window unused:
+		// all it sent before taking an ACK ended well below the right
+		// edge of the ACK it took before (by a quarter of the limit's
+		// pace per RTT, at least eight segments), where a window-limited
+		// sender reaches it. It is cwnd-limited, so letting it go
+		// changes nothing at once, and its growth from here is its fresh
+		// epoch's.
+		// Let go at the retransmission alone, a sender whose cut cwnd
+		// still exceeds the pipe and the buffer (0.7 of a stale window)
+		// would send that excess at once: with a window carried at twice
+		// pipe plus buffer, 2457 drops after a dip on the return
+		// (TestReturnToMmWaveFreshEpochHeld).
+		f.rampFree = c.rampGen
+		return Verdict{}
+	}
 	if f.eq2Episode != c.episode || f.eq2At.IsZero() {
 		f.eq2Episode, f.eq2At, f.eq2Last = c.episode, now, float64(c.stableCap)/share
 	}

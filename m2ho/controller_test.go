@@ -988,7 +988,15 @@ func TestEqn2Arming(t *testing.T) {
 	fx.pkt(3423, f, tsd(1<<20-1000, 9))
 	check(t, "a late segment: held", up(3423), rewrite(469, ReasonStableRate))
 	fx.pkt(3424, f, tsd(1<<19, 11))
-	check(t, "after a retransmission: let go", up(3425), pass)
+	// A retransmission makes the epoch fresh; the flow is let go once it
+	// also leaves the window unused (TestReturnToMmWaveLetsGoAfterLoss,
+	// TestReturnToMmWaveFreshEpochHeld), which this flow has not shown.
+	check(t, "after a retransmission, the window used: held", up(3425), rewrite(469, ReasonStableRate))
+	if f.rampFresh != fx.c.rampGen {
+		t.Errorf("the retransmission did not mark the epoch fresh")
+	}
+	f.unused, f.unusedOK = 100000, true // its sender left 100 KB of the window unused
+	check(t, "fresh epoch, window unused: let go", up(3425), pass)
 	gUp := &Packet{Dir: Uplink, Flags: FlagACK, Ack: 1 << 30, Window: 65535, WScale: 7, HasTS: true, TSval: 78}
 	// (shared with f, which is active: 30000 B, raw 235)
 	check(t, "the other flow: still held", fx.pkt(3426, g, gUp), rewrite(235, ReasonStableRate))

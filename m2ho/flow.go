@@ -78,6 +78,19 @@ type Flow struct {
 	// rampFree is the ramp (Controller.rampGen) this flow was let go
 	// from: its sender retransmitted during it, or it started in it.
 	rampFree uint32
+	// rampFresh is the ramp during which this flow's sender retransmitted
+	// (its CUBIC epoch restarted); it is let go once it also leaves the
+	// ramp's window unused (see Controller.stableRwnd).
+	rampFresh uint32
+	// offered is the right edge of the uplink ACK being recorded (see
+	// recordTSval), echoEdge that of the last one echoed and prevEdge of
+	// the one before; unused is how far below prevEdge the sender's data
+	// stayed (the window it left unused: 0 when it sent up to the edge),
+	// unusedOK that it was measured (see Controller.downlink).
+	offered, echoEdge, prevEdge uint32
+	prevEdgeOK                  bool
+	unused                      uint32
+	unusedOK                    bool
 
 	// The sender's right edge (see Controller.edgeFloor): edge is the
 	// highest sequence number the sender may have sent, as far as the
@@ -103,6 +116,7 @@ type Flow struct {
 type tsSent struct {
 	val   uint32
 	ack   uint32 // the ACK's cumulative acknowledgment
+	edge  uint32 // the right edge it offered the sender (ack + window as sent)
 	at    time.Time
 	valid bool // set, and not yet echoed
 }
@@ -134,7 +148,7 @@ func (f *Flow) recordTSval(now time.Time, val, ack uint32) {
 		// adapts to the measured srtt from there.
 		return
 	}
-	f.ts[f.tsNext] = tsSent{val: val, ack: ack, at: now, valid: true}
+	f.ts[f.tsNext] = tsSent{val: val, ack: ack, edge: f.offered, at: now, valid: true}
 	f.tsNext = (f.tsNext + 1) % tsRing
 }
 
@@ -151,10 +165,20 @@ func (f *Flow) matchTSecr(now time.Time, ecr uint32) (time.Duration, uint32, boo
 		e := &f.ts[i]
 		if e.valid && e.val == ecr {
 			e.valid = false
+			// The server echoes the latest TSval it took (ts_recent
+			// moves forward only): entries recorded before this one
+			// will never be echoed, and must not hold their slots
+			// (see recordTSval).
+			for j := range f.ts {
+				if o := &f.ts[j]; o.valid && o.at.Before(e.at) {
+					o.valid = false
+				}
+			}
 			d := now.Sub(e.at)
 			if d < 0 {
 				return 0, 0, false
 			}
+			f.echoEdge = e.edge
 			return d, e.ack, true
 		}
 	}

@@ -389,3 +389,35 @@ func TestReturnToMmWaveReorderingHolds(t *testing.T) {
 		t.Errorf("rwnd %d in the last 100 ms: the ramp let go without a retransmission", r.rwndLast)
 	}
 }
+
+// A sender that retransmitted on mmWave after the return has a fresh
+// CUBIC epoch, but its cwnd, cut to 0.7 of a stale window carried at
+// twice the pipe plus the buffer, still exceeds both: let go at the
+// retransmission, it sends the excess at once and the buffer overflows
+// again (2457 drops after the first retransmission). The ramp holds such
+// a flow until it leaves the window unused (cwnd-limited).
+func TestReturnToMmWaveFreshEpochHeld(t *testing.T) {
+	base := 27 * time.Millisecond
+	rate := func(el time.Duration) float64 {
+		if el >= 1000*time.Millisecond && el < 1100*time.Millisecond {
+			return 10_000_000
+		}
+		return 40_000_000
+	}
+	bdp := int(40_000_000 * base.Seconds())
+	r := runReturn(t, returnCase{rate: rate, base: base, buffer: 650_000, cwnd: 2 * (bdp + 650_000),
+		sMaxM: 325_000, sMaxC: 60_000, dur: 3 * time.Second})
+	t.Logf("drops %d (%d after the first retransmission), retransmits %d, delivered %.1f %%, rwnd in the last 100 ms %d B",
+		r.drops, r.dropsAfter, r.retransmits, 100*r.util(), r.rwndLast)
+	if r.retransmits == 0 {
+		t.Fatal("no loss: the case tests nothing")
+	}
+	// What the dip itself drops is the dip's; after the sender's recovery
+	// nothing more: the dip's own drops come within one RTT of it.
+	if r.dropsAfter > r.drops/2 {
+		t.Errorf("%d of %d drops after the first retransmission: the ramp let go of a window above pipe plus buffer", r.dropsAfter, r.drops)
+	}
+	if u := r.util(); u < 0.85 {
+		t.Errorf("delivered %.1f %% of the capacity, want ≥ 85 %%", 100*u)
+	}
+}
