@@ -33,6 +33,18 @@
 //     once: the same bounded rwnd (the ramp) goes on with the mmWave
 //     cell's ŝ_max until the flow's sender shows a loss recovery, which
 //     restarts its CUBIC epoch (see the ramp field and Flow.rampFree).
+//   - No ACK is suppressed (Preparation after the command, Smoothing)
+//     for a flow whose sender is in loss recovery, as the phone can tell
+//     (three duplicate ACKs forwarded, or a retransmission by its TSval,
+//     until the recovery point is acknowledged), nor one that reports
+//     everything the sender may have sent: either may be the last ACK
+//     the sender gets, and only its RTO would follow (see inRecovery and
+//     lastNews).
+//   - The ramp lets a flow go once its sender retransmitted (a later
+//     TSval below the highest seen, not a segment the link layer
+//     reordered: see retransmission) and then leaves the ramp's window
+//     unused (cwnd-limited: its cut cwnd is below what the ramp allows),
+//     so the let-go never hands it a window it would fill at once.
 //   - No clamp takes back a right edge the sender may already use: the
 //     window of a clamped ACK is at least f.edge − ack, the sender's
 //     snd_nxt as the phone can tell (see clamp); a shrunk window stops
@@ -194,6 +206,8 @@ type Controller struct {
 	prevOnly     int // flows with payload in the previous epoch, not yet in this one
 
 	lastRTT time.Duration // latest smoothed RTT of any flow, for flows without their own
+	// prevRate is c_est of the previous cell, at its reset (see lastNews).
+	prevRate float64
 
 	// Eqn 2 is armed from a handover mmWave → sub-6 until the next one
 	// into mmWave (§4.5): it keeps the window the server built on mmWave
@@ -230,7 +244,11 @@ type Controller struct {
 	// sender entered recovery (or loss), and Linux CUBIC then ends its
 	// epoch (bictcp_recalc_ssthresh: epoch_start = 0) and sets W_max
 	// where it lost; from there its growth is the usual concave one, and
-	// the flow is left to it. rampGen names the ramp: a handover mmWave →
+	// the flow is left to it, once it also leaves the ramp's window
+	// unused (see stableRwnd). The retransmission must be the sender's
+	// (Controller.retransmission: a later TSval), not a segment the
+	// mmWave link layer delivered late, whose sender's epoch is as stale
+	// as before. rampGen names the ramp: a handover mmWave →
 	// mmWave keeps it, and a flow that let go stays free.
 	ramp    bool
 	rampGen uint32
@@ -449,6 +467,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 			c.serving = c.target
 			c.burst.reset()
 			// The new cell's capacity has nothing to do with the old one's.
+			c.prevRate = c.est.Rate()
 			c.est.Reset()
 			c.env.reset()
 			c.setState(now, Smoothing, "random access success")
@@ -474,6 +493,7 @@ func (c *Controller) executed(now time.Time, o Outcome) {
 	c.episode++
 	c.serving = o.Target
 	c.burst.reset()
+	c.prevRate = c.est.Rate()
 	c.est.Reset()
 	c.env.reset()
 	c.armEqn2(o)
@@ -633,13 +653,18 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 	v := c.uplink(now, f, p)
 	if v.Action != Drop {
 		c.noteEdge(f, p, v)
-		if p.Flags&FlagACK != 0 {
-			f.noteAckForwarded(p.Ack)
-		}
+		f.noteRecovery(p)
 	}
 	if p.HasTS && v.Action != Drop {
 		// A dropped ACK never reaches the server, so its TSval is never
 		// echoed; recording it would shadow the next ACK's send time.
+		if p.WScale >= 0 {
+			w := uint32(p.Window)
+			if v.Action == Rewrite {
+				w = uint32(v.Window)
+			}
+			f.offered = p.Ack + w<<min(uint(p.WScale), 14)
+		}
 		f.recordTSval(now, p.TSval, p.Ack)
 	}
 	return v
@@ -665,15 +690,39 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		if d := end - echoAck; d > 0 && d < 1<<30 {
 			f.inflight = d
 		}
+		// Everything the sender sent before it took the echoed ACK has
+		// come (f.high, before this segment): had the window limited it,
+		// that reaches the right edge of the ACK echoed before (later
+		// ACKs only raise it); how far it stays below is the window it
+		// left unused.
+		if f.prevEdgeOK {
+			f.unused, f.unusedOK = 0, true
+			if u := f.prevEdge - f.high; packet.SeqLess(f.high, f.prevEdge) && u < 1<<30 {
+				f.unused = u
+			}
+		}
+		f.prevEdge, f.prevEdgeOK = f.echoEdge, true
 	}
-	if c.ramp && c.state == Stable && f.hasHigh && packet.SeqLess(p.Seq, f.high) {
-		// Data below the highest seen, after Smoothing (the forwarded
-		// data has come by the first burst or the bound): the sender
-		// retransmits, so its CUBIC epoch has restarted (see ramp).
-		f.rampFree = c.rampGen
+	if c.retransmission(f, p) {
+		// The sender is in loss recovery (see noteRecovery) and its
+		// CUBIC epoch has restarted: the ramp lets it go (see ramp).
+		// Data below the
+		// highest seen alone is not enough: on mmWave the link layer
+		// reorders (HARQ), and a segment that merely arrived late let
+		// go of a flow whose epoch was still stale; on the bench's
+		// mixed drive (rate bound, seed 1, the return at 207.15 s) the
+		// ramp ended 1.35 s after random access with no retransmission,
+		// the sender's stale 1.9 MB cwnd replaced a 0.7 MB rwnd at once
+		// and the mmWave buffer dropped 740 segments within 0.1 s.
+		f.enterRecovery()
+		if c.ramp {
+			// Whether it leaves the window unused counts from here.
+			f.rampFresh, f.unusedOK, f.prevEdgeOK = c.rampGen, false, false
+		}
 	}
 	if !f.hasHigh || packet.SeqLess(f.high, end) {
 		f.high, f.hasHigh = end, true
+		f.highTS = p.TSval
 	}
 	c.markActive(f)
 	rtt := f.srtt
@@ -698,7 +747,7 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		// isDupACK: not advancing the cumulative ACK) that do not cover
 		// everything the flow has been sent, within the same bound.
 		if c.commanded && now.Sub(c.commandAt) < c.cfg.SmoothingBound && f.hasHigh &&
-			f.isDupACK(p) && packet.SeqLess(p.Ack, f.high) {
+			f.isDupACK(p) && packet.SeqLess(p.Ack, f.high) && !f.inRecovery(p.Ack) && !c.lastNews(f, p) {
 			return Verdict{Action: Drop, Reason: ReasonSmoothing}
 		}
 		// §4.3: the flows together may have ŝ_max in flight.
@@ -710,7 +759,7 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		if !f.released {
 			if p.Flags&FlagACK != 0 && !packet.SeqLess(p.Ack, f.snap) {
 				f.released = true
-			} else if f.isDupACK(p) {
+			} else if f.isDupACK(p) && !f.inRecovery(p.Ack) && !c.lastNews(f, p) {
 				return Verdict{Action: Drop, Reason: ReasonSmoothing}
 			}
 		}
@@ -740,6 +789,27 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		return Verdict{}
 	}
 	share := float64(c.shareOf(f))
+	mss := int(p.MSS)
+	if mss == 0 {
+		mss = DefaultMSS
+	}
+	if c.ramp && !c.eqn2Armed && f.rampFresh == c.rampGen && f.unusedOK &&
+		float64(f.unused) > max(float64(c.stableCap)/share/4, float64(8*mss)) {
+		// The sender's epoch is fresh and it leaves the window unused:
+		// all it sent before taking an ACK ended well below the right
+		// edge of the ACK it took before (by a quarter of the limit's
+		// pace per RTT, at least eight segments), where a window-limited
+		// sender reaches it. It is cwnd-limited, so letting it go
+		// changes nothing at once, and its growth from here is its fresh
+		// epoch's.
+		// Let go at the retransmission alone, a sender whose cut cwnd
+		// still exceeds the pipe and the buffer (0.7 of a stale window)
+		// would send that excess at once: with a window carried at twice
+		// pipe plus buffer, 2457 drops after a dip on the return
+		// (TestReturnToMmWaveFreshEpochHeld).
+		f.rampFree = c.rampGen
+		return Verdict{}
+	}
 	if f.eq2Episode != c.episode || f.eq2At.IsZero() {
 		f.eq2Episode, f.eq2At, f.eq2Last = c.episode, now, float64(c.stableCap)/share
 	}
@@ -899,6 +969,151 @@ func (c *Controller) noteEdge(f *Flow, p *Packet, v Verdict) {
 	if e := p.Ack + uint32(w); !f.hasEdge || packet.SeqLess(f.edge, e) {
 		f.edge, f.hasEdge = e, true
 	}
+}
+
+// tsTick is the sender's timestamp clock period assumed: Linux's TSval
+// counts milliseconds (tcp_time_stamp_ms).
+const tsTick = time.Millisecond
+
+// retransmission reports whether downlink segment p is one the sender
+// sent again: below the highest byte seen and sent after the segment that
+// carried it (a later TSval). A hole filled late, by the forwarded queue
+// or by link-layer reordering, carries an older TSval. A segment with the
+// same TSval was sent in the same tick: a retransmission then lies about
+// a window below the highest (the hole is where the loss was, one round
+// trip back), a segment reordered within the tick at most what the
+// sender sends in a tick or two, so the same TSval counts beyond that
+// (c_est for two ticks, at least 64 KB).
+func (c *Controller) retransmission(f *Flow, p *Packet) bool {
+	if !p.HasTS || !f.hasHigh || !packet.SeqLess(p.Seq, f.high) {
+		return false
+	}
+	if tsNewer(p.TSval, f.highTS) {
+		return true
+	}
+	if p.TSval != f.highTS {
+		return false
+	}
+	d := float64(f.high - p.Seq)
+	return d < 1<<30 && d > max(64<<10, c.est.Rate()*(2*tsTick).Seconds())
+}
+
+// dupThresh is how many duplicate ACKs the sender must have had to be in
+// loss recovery (RFC 5681 §3.2's DupThresh; Linux's RACK needs fewer).
+const dupThresh = 3
+
+// tsNewer reports whether TSval a is later than b (RFC 7323 §5.3's
+// modular comparison).
+func tsNewer(a, b uint32) bool { return int32(a-b) > 0 }
+
+// noteRecovery follows, from an ACK that goes to the sender, whether the
+// sender is in loss recovery, so that no ACK of a flow in recovery is
+// suppressed (see inRecovery). Three duplicate ACKs that reported a hole
+// (ack below the highest byte the laptop has been sent) have reached the
+// sender: it has taken the hole for loss (RFC 5681 §3.2, RFC 6675; RACK
+// sooner). The laptop acknowledging the recovery point ends it.
+func (f *Flow) noteRecovery(p *Packet) {
+	if p.Flags&FlagACK == 0 {
+		return
+	}
+	if f.recovering && !packet.SeqLess(p.Ack, f.recoverPt) {
+		f.recovering = false
+	}
+	switch {
+	case f.hasLastAck && p.Ack == f.lastAck && p.IsPureACK() && f.hasHigh && packet.SeqLess(p.Ack, f.high):
+		if f.dupN < dupThresh {
+			f.dupN++
+		}
+		if f.dupN >= dupThresh {
+			f.enterRecovery()
+		}
+	case !f.hasLastAck || packet.SeqLess(f.lastAck, p.Ack):
+		f.lastAck, f.hasLastAck, f.dupN = p.Ack, true, 0
+	}
+}
+
+// enterRecovery marks the sender in loss recovery until the laptop
+// acknowledges its recovery point: what the sender had sent when it
+// entered it (Linux's high_seq, its snd_nxt then), which the phone knows
+// as high or, above it, the sender's right edge (f.edge). Erring high
+// only keeps the exception longer.
+func (f *Flow) enterRecovery() {
+	pt := f.high
+	if f.hasEdge && packet.SeqLess(pt, f.edge) && f.edge-pt < 1<<30 {
+		pt = f.edge
+	}
+	if !f.recovering || packet.SeqLess(f.recoverPt, pt) {
+		f.recoverPt = pt
+	}
+	f.recovering = true
+}
+
+// lastNews reports whether a duplicate ACK may be the last the laptop
+// sends for a while: the phone has seen (f.high) about everything the
+// sender may have sent (f.edge, its snd_nxt as the phone can tell), so
+// no more data is on its way that would make the laptop send another.
+// Such an ACK is not suppressed (§4.4's exception for the proxy's rule
+// that it never causes a timeout).
+//
+// Why. Suppression is safe while a later ACK will carry what the dropped
+// one said: the forwarded data fills the flush's holes and the laptop
+// acknowledges it, or the sender's own loss probe draws an ACK. When the
+// holes are losses (the source cell's buffer overflowed in a capacity
+// outage just before the command, and the laptop sees them only after
+// it) and nothing else is in flight (the clamp holds the sender's right
+// edge where it is, so it adds nothing), the dropped duplicate ACKs were
+// the laptop's last, and the sender, in Open, learns of the loss only at
+// its loss probe, which comes no sooner than its RTO when a queue or an
+// outage has raised its srtt (RFC 8985 §7.2: PTO = 2·SRTT, capped at
+// the RTO). On the bench (measured drive bw-1, 9.13 s) 26 ACKs were
+// suppressed, the link carried nothing for a second, and the RTO fired.
+// The margin is the error of f.edge: noteEdge's two segments and what the
+// laptop acknowledges within a timestamp tick or two (two ticks of c_est,
+// or of the previous cell's where f.edge was measured, the estimate
+// starting over at random access); a flow with less than that in flight
+// beyond what the phone has seen gives up suppression, at worst a
+// spurious fast retransmit where it would otherwise risk a timeout.
+//
+// Only for a flow whose in-flight bytes the phone has measured (TCP
+// timestamps, Flow.inflight): without them f.edge is no more than high
+// plus noteEdge's margin, which says nothing of what the sender holds.
+func (c *Controller) lastNews(f *Flow, p *Packet) bool {
+	if !f.hasEdge || !f.hasHigh || f.inflight == 0 {
+		return false
+	}
+	if !packet.SeqLess(f.high, f.edge) {
+		return true
+	}
+	mss := int(p.MSS)
+	if mss == 0 {
+		mss = DefaultMSS
+	}
+	d := f.edge - f.high
+	return d < 1<<30 && float64(d) < float64(2*mss)+max(c.est.Rate(), c.prevRate)*(2*tsTick).Seconds()
+}
+
+// inRecovery reports whether an ACK for ack comes from a flow whose
+// sender is in loss recovery: then §4.4's suppression does not touch it.
+//
+// Why. §4.4 drops duplicate ACKs around a handover so that the sender
+// does not take the handover's reordering (the flush at the command, the
+// forwarded queue after random access) for loss and cut its window. A
+// sender already in recovery has made its cut (once per episode, RFC 6675
+// §5, PRR RFC 6937), so there is nothing left to save, and its duplicate
+// ACKs are then its repair: the SACK blocks by which RACK (RFC 8985 §6)
+// finds a lost retransmission, and PRR's clock for what it sends next. A
+// dropped ACK is gone for good; when the dropped ones are the flow's last
+// (the queue drained, nothing else in flight), no later ACK brings their
+// news, and in recovery the sender sends no tail loss probe (RFC 8985
+// §7.2: only when not in loss recovery), so only the RTO is left. On the
+// bench (measured drive bw-1, 9.13 s) the flow had lost segments and
+// retransmissions in a capacity outage before the command; 16 and 17
+// suppressed duplicate ACKs were the laptop's last, the link then carried
+// nothing for 800 ms and the server's RTO fired (TCPTimeouts 1,
+// TCPLostRetransmit 30 and 31), where the same ACKs let the pass variant
+// repair the loss by itself.
+func (f *Flow) inRecovery(ack uint32) bool {
+	return f.recovering && packet.SeqLess(ack, f.recoverPt)
 }
 
 // clampWindow lowers p's window to limit bytes: never above the packet's

@@ -982,17 +982,30 @@ func TestEqn2Arming(t *testing.T) {
 	fx.c.Tick(at(3200))
 	fx.want(Stable)
 	check(t, "back on mmWave: ramp", up(3201), rewrite(469, ReasonStableRate))
-	// New data does not let go; a retransmission (data below the highest
-	// seen) does, for this flow only.
+	// New data does not let go, nor does a late segment (below the
+	// highest seen, sent before it: link-layer reordering); a
+	// retransmission (below the highest seen, sent after it) does, for
+	// this flow only.
 	fx.ev(3210, command(signaling.HOIntraNR, mmw, "M3"))
 	fx.ev(3270, raEv(signaling.RASuccess, signaling.RAHandover))
 	fx.c.Tick(at(3420))
 	fx.want(Stable)
 	check(t, "mmWave → mmWave keeps the ramp", up(3421), rewrite(469, ReasonStableRate))
-	fx.pkt(3422, f, down(1<<20, 1000))
+	tsd := func(seq uint32, tsv uint32) *Packet { p := down(seq, 1000); p.HasTS, p.TSval = true, tsv; return p }
+	fx.pkt(3422, f, tsd(1<<20, 10))
 	check(t, "new data: held", up(3423), rewrite(469, ReasonStableRate))
-	fx.pkt(3424, f, down(1<<19, 1000))
-	check(t, "after a retransmission: let go", up(3425), pass)
+	fx.pkt(3423, f, tsd(1<<20-1000, 9))
+	check(t, "a late segment: held", up(3423), rewrite(469, ReasonStableRate))
+	fx.pkt(3424, f, tsd(1<<19, 11))
+	// A retransmission makes the epoch fresh; the flow is let go once it
+	// also leaves the window unused (TestReturnToMmWaveLetsGoAfterLoss,
+	// TestReturnToMmWaveFreshEpochHeld), which this flow has not shown.
+	check(t, "after a retransmission, the window used: held", up(3425), rewrite(469, ReasonStableRate))
+	if f.rampFresh != fx.c.rampGen {
+		t.Errorf("the retransmission did not mark the epoch fresh")
+	}
+	f.unused, f.unusedOK = 100000, true // its sender left 100 KB of the window unused
+	check(t, "fresh epoch, window unused: let go", up(3425), pass)
 	gUp := &Packet{Dir: Uplink, Flags: FlagACK, Ack: 1 << 30, Window: 65535, WScale: 7, HasTS: true, TSval: 78}
 	// (shared with f, which is active: 30000 B, raw 235)
 	check(t, "the other flow: still held", fx.pkt(3426, g, gUp), rewrite(235, ReasonStableRate))

@@ -21,6 +21,13 @@ const tsRing = 8
 // the ring then spans 200 ms, more than any 5G round trip.
 const tsSpacingNoRTT = 25 * time.Millisecond
 
+// tsKeep is the least time an entry of the ring waits for its echo before
+// a new TSval may take its place (see recordTSval): longer than any round
+// trip the controller means to measure, short enough that a TSval the
+// server never echoed (it had nothing to send in that tick) blocks its
+// slot for at most that.
+const tsKeep = time.Second
+
 // Flow is the controller's per-flow state. The packet path owns the memory
 // (one Flow embedded in each flow-table entry, so a new flow allocates
 // nothing here) and hands it to the controller with every packet. Its zero
@@ -75,6 +82,19 @@ type Flow struct {
 	// rampFree is the ramp (Controller.rampGen) this flow was let go
 	// from: its sender retransmitted during it, or it started in it.
 	rampFree uint32
+	// rampFresh is the ramp during which this flow's sender retransmitted
+	// (its CUBIC epoch restarted); it is let go once it also leaves the
+	// ramp's window unused (see Controller.stableRwnd).
+	rampFresh uint32
+	// offered is the right edge of the uplink ACK being recorded (see
+	// recordTSval), echoEdge that of the last one echoed and prevEdge of
+	// the one before; unused is how far below prevEdge the sender's data
+	// stayed (the window it left unused: 0 when it sent up to the edge),
+	// unusedOK that it was measured (see Controller.downlink).
+	offered, echoEdge, prevEdge uint32
+	prevEdgeOK                  bool
+	unused                      uint32
+	unusedOK                    bool
 
 	// The sender's right edge (see Controller.edgeFloor): edge is the
 	// highest sequence number the sender may have sent, as far as the
@@ -84,39 +104,37 @@ type Flow struct {
 	hasEdge  bool
 	inflight uint32
 
-	// ackFwd is the highest cumulative ACK of this flow that left the
-	// phone (forwarded or rewritten, never one dropped; hasAckFwd: one
-	// did). Only an ACK at or below it is a duplicate (see isDupACK).
-	ackFwd    uint32
-	hasAckFwd bool
-}
-
-// noteAckForwarded records that an ACK for ack left the phone.
-func (f *Flow) noteAckForwarded(ack uint32) {
-	if !f.hasAckFwd || packet.SeqLess(f.ackFwd, ack) {
-		f.ackFwd, f.hasAckFwd = ack, true
-	}
+	// Loss recovery of the flow's sender, as the phone can tell (see
+	// Controller.noteRecovery): highTS is the TSval of the segment that
+	// set high; lastAck and dupN count the duplicate ACKs forwarded to
+	// the sender; while recovering, until the laptop acknowledges
+	// recoverPt, no ACK of the flow is suppressed.
+	highTS     uint32
+	lastAck    uint32
+	hasLastAck bool
+	dupN       uint8
+	recovering bool
+	recoverPt  uint32
 }
 
 // isDupACK reports whether a pure ACK tells the sender nothing the last
 // forwarded one did not, as far as the cumulative ACK goes: it does not
-// advance it. §4.4 suppresses the duplicate ACKs of the flush; an ACK
+// advance lastAck (the highest cumulative ACK that left the phone; see
+// noteRecovery). §4.4 suppresses the duplicate ACKs of the flush; an ACK
 // that advances the cumulative ACK is not one, and dropping it stalls a
 // sender that is repairing a real loss: in fast recovery Linux sends no
-// loss probe (tcp_schedule_loss_probe: only in the Open state) and clocks its
-// retransmissions by ACKs, so the ACKs of the flush were the last it
-// would get, and it waited for its RTO (the bench: measured drive bw-1,
-// a capacity outage drops 87 packets 0.4 s before a horizontal
-// handover; the retransmissions are lost again; every ACK of the
-// forwarded queue lay below the highest byte sent and was dropped; the
-// server sent nothing for 0.7 s, TCPTimeouts 1; pass recovered by RACK).
+// loss probe (tcp_schedule_loss_probe: only in the Open state) and
+// clocks its retransmissions by ACKs, so the ACKs of the forwarded queue
+// can be the last it gets (the bench: measured drive bw-1, 9.13 s; see
+// also Controller.inRecovery and lastNews, the other two exceptions).
 func (f *Flow) isDupACK(p *Packet) bool {
-	return p.IsPureACK() && f.hasAckFwd && !packet.SeqLess(f.ackFwd, p.Ack)
+	return p.IsPureACK() && f.hasLastAck && !packet.SeqLess(f.lastAck, p.Ack)
 }
 
 type tsSent struct {
 	val   uint32
 	ack   uint32 // the ACK's cumulative acknowledgment
+	edge  uint32 // the right edge it offered the sender (ack + window as sent)
 	at    time.Time
 	valid bool // set, and not yet echoed
 }
@@ -136,7 +154,19 @@ func (f *Flow) recordTSval(now time.Time, val, ack uint32) {
 	if last.valid && now.Sub(last.at) < spacing {
 		return // the ring would not outlive the echo (tsRing)
 	}
-	f.ts[f.tsNext] = tsSent{val: val, ack: ack, at: now, valid: true}
+	if old := &f.ts[f.tsNext]; old.valid && now.Sub(old.at) < max(4*f.srtt, tsKeep) {
+		// The oldest entry's echo has not come yet: the round trip is
+		// longer than the ring spans (2·srtt, or 200 ms before the first
+		// sample). Overwriting it would lose every sample for as long as
+		// that lasts, and srtt could never catch up: a path above 200 ms
+		// from the start (LTE, a queue of seconds), or the RTT after a
+		// capacity outage (on the bench 98 → 494 ms), left the flow with
+		// no RTT, and its sender's right edge unknown (see noteEdge).
+		// Keeping it, the next echo is of the oldest entry, and the ring
+		// adapts to the measured srtt from there.
+		return
+	}
+	f.ts[f.tsNext] = tsSent{val: val, ack: ack, edge: f.offered, at: now, valid: true}
 	f.tsNext = (f.tsNext + 1) % tsRing
 }
 
@@ -153,10 +183,20 @@ func (f *Flow) matchTSecr(now time.Time, ecr uint32) (time.Duration, uint32, boo
 		e := &f.ts[i]
 		if e.valid && e.val == ecr {
 			e.valid = false
+			// The server echoes the latest TSval it took (ts_recent
+			// moves forward only): entries recorded before this one
+			// will never be echoed, and must not hold their slots
+			// (see recordTSval).
+			for j := range f.ts {
+				if o := &f.ts[j]; o.valid && o.at.Before(e.at) {
+					o.valid = false
+				}
+			}
 			d := now.Sub(e.at)
 			if d < 0 {
 				return 0, 0, false
 			}
+			f.echoEdge = e.edge
 			return d, e.ack, true
 		}
 	}
