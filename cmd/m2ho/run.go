@@ -72,33 +72,38 @@ type runConfig struct {
 	TunnelNATHost    string `yaml:"tunnel-nat-host"`
 	TunnelRTTLog     string `yaml:"tunnel-rtt-log"`
 	TunnelCountDrops bool   `yaml:"tunnel-count-drops"`
+	// TunnelHintRateWait: how long an executed hint may wait for the
+	// tunnel's measured delivery rate on the new cell (its c_est).
+	TunnelHintRateWait time.Duration `yaml:"tunnel-hint-rate-wait"`
 }
 
 // tunnel is the tunnel part of the configuration.
 func (c *runConfig) tunnel() tunnelFlags {
 	return tunnelFlags{Server: c.TunnelServer, ServerName: c.TunnelServerName, CA: c.TunnelCA, Cert: c.TunnelCert,
-		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost, CountDrops: c.TunnelCountDrops}
+		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost, CountDrops: c.TunnelCountDrops,
+		HintRateWait: c.TunnelHintRateWait}
 }
 
 func defaultRunConfig() runConfig {
 	return runConfig{
-		TUN:            "m2ho0",
-		MTU:            1500,
-		TUNOffload:     "auto",
-		Table:          tun.DefaultRoutingTable,
-		Socket:         "/run/m2ho/signal.sock",
-		SignalTimeout:  m2ho.DefaultSignalLoss,
-		DefaultMode:    "m2ho",
-		MetricsAddr:    "127.0.0.1:9477",
-		Estimator:      bwe.Names[0],
-		SmoothingBound: m2ho.DefaultSmoothingBound,
-		Lambda:         m2ho.DefaultLambda,
-		MaxFlows:       proxy.DefaultMaxFlows,
-		FlowIdle:       proxy.DefaultIdleTimeout,
-		StableRate:     true,
-		Eqn2Bound:      m2ho.Eqn2BoundNames[0],
-		TunnelHints:    true,
-		Predictor:      m2ho.Streams.Name(),
+		TUN:                "m2ho0",
+		MTU:                1500,
+		TUNOffload:         "auto",
+		Table:              tun.DefaultRoutingTable,
+		Socket:             "/run/m2ho/signal.sock",
+		SignalTimeout:      m2ho.DefaultSignalLoss,
+		DefaultMode:        "m2ho",
+		MetricsAddr:        "127.0.0.1:9477",
+		Estimator:          bwe.Names[0],
+		SmoothingBound:     m2ho.DefaultSmoothingBound,
+		Lambda:             m2ho.DefaultLambda,
+		MaxFlows:           proxy.DefaultMaxFlows,
+		FlowIdle:           proxy.DefaultIdleTimeout,
+		StableRate:         true,
+		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
+		TunnelHints:        true,
+		TunnelHintRateWait: tunnel.DefaultHintRateWait,
+		Predictor:          m2ho.Streams.Name(),
 	}
 }
 
@@ -191,6 +196,7 @@ Example (as root):
 	fs.StringVar(&c.TunnelRTTLog, "tunnel-rtt-log", c.TunnelRTTLog, "file to append the tunnel's RTT to every 100ms: unix_ns, latest, smoothed, min RTT in ms (quic-go's statistics; empty: off)")
 	fs.BoolVar(&c.TunnelCountDrops, "tunnel-count-drops", c.TunnelCountDrops, "count the tunnel DATAGRAMs quic-go and http3 drop on receipt (shown when the tunnel stops and in the metrics; costs a qlog trace in quic-go, ~8 allocations per packet; a --tunnel-qlog-dir counts them too)")
 	fs.BoolVar(&c.TunnelHints, "tunnel-hints", c.TunnelHints, "send the controller's handover hints (predicted with ŝ_max, executed with c_est, withdrawn) to the tunnel server")
+	fs.DurationVar(&c.TunnelHintRateWait, "tunnel-hint-rate-wait", c.TunnelHintRateWait, "longest an executed hint waits for the tunnel's measured delivery rate on the new cell (its c_est; 0: send at once with c_est unknown, and the server restarts from its current rate). On long paths (RTT ≫ this) the first measured interval may close later than this: the hint then goes with c_est unknown")
 	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
@@ -263,6 +269,8 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 		return nil, 0, nil, fmt.Errorf("--max-flows %d: must be positive", c.MaxFlows)
 	case c.FlowIdle <= 0:
 		return nil, 0, nil, fmt.Errorf("--flow-idle %v: must be positive", c.FlowIdle)
+	case c.TunnelHintRateWait < 0 || c.TunnelHintRateWait > 2*time.Second:
+		return nil, 0, nil, fmt.Errorf("--tunnel-hint-rate-wait %v: must lie in [0, 2s]: a hint held longer arrives after the handover it is about", c.TunnelHintRateWait)
 	case c.Socket == "":
 		return nil, 0, nil, errors.New("--socket: empty: the daemon needs a signalling socket")
 	}

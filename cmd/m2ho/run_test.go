@@ -53,7 +53,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
 		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Predictor: "streams", Eqn2Bound: "rate",
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
-		TunnelHints: true,
+		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("phone.yaml gave\n %+v\nwant\n %+v", c, want)
@@ -171,6 +171,8 @@ func TestRunConfigCheck(t *testing.T) {
 		{"flow idle", func(c *runConfig) { c.FlowIdle = 0 }, []string{"--flow-idle"}},
 		{"socket", func(c *runConfig) { c.Socket = "" }, []string{"--socket"}},
 		{"eqn2 bound", func(c *runConfig) { c.Eqn2Bound = "lowest" }, []string{"--eqn2-bound", "lowest"}},
+		{"hint rate wait negative", func(c *runConfig) { c.TunnelHintRateWait = -time.Millisecond }, []string{"--tunnel-hint-rate-wait"}},
+		{"hint rate wait long", func(c *runConfig) { c.TunnelHintRateWait = 3 * time.Second }, []string{"--tunnel-hint-rate-wait", "3s"}},
 	} {
 		c := base()
 		tc.mod(&c)

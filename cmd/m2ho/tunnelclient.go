@@ -34,6 +34,9 @@ type tunnelFlags struct {
 	// (tunnel.ClientConfig.CountDrops: a qlog trace without a file, ~8
 	// allocations per packet in quic-go), for the stop line and metrics.
 	CountDrops bool `yaml:"tunnel-count-drops"`
+	// HintRateWait: tunnel.ClientConfig.HintRateWait, except that 0
+	// means no wait (the flag's 0), not the default.
+	HintRateWait time.Duration
 }
 
 // clientConfig checks the flags and loads the files, naming the flag at
@@ -64,7 +67,16 @@ func (f tunnelFlags) clientConfig(log *zap.Logger) (tunnel.ClientConfig, error) 
 		hosts = append(hosts, a)
 	}
 	return tunnel.ClientConfig{Server: f.Server, ServerName: f.ServerName, RootCAs: pool, Certificate: crt,
-		LocalAddr: f.LocalAddr, NAT: true, NATHosts: hosts, QlogDir: f.QlogDir, CountDrops: f.CountDrops, Log: log.Named("tunnel")}, nil
+		LocalAddr: f.LocalAddr, NAT: true, NATHosts: hosts, QlogDir: f.QlogDir, CountDrops: f.CountDrops, HintRateWait: hintRateWait(f.HintRateWait), Log: log.Named("tunnel")}, nil
+}
+
+// hintRateWait maps the flag (0: no wait) to tunnel.ClientConfig's
+// convention (0: the default, negative: no wait).
+func hintRateWait(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // dialTunnel dials with a bounded wait, naming the flag on failure.

@@ -104,6 +104,27 @@ func TestTunnelFlagsNameTheFlag(t *testing.T) {
 	if cc, err := counting.clientConfig(zap.NewNop()); err != nil || !cc.CountDrops {
 		t.Fatalf("--tunnel-count-drops: %v; CountDrops %v", err, cc.CountDrops)
 	}
+	// --tunnel-hint-rate-wait reaches ClientConfig.HintRateWait: the
+	// default as given, 0 as "no wait" (negative there; 0 would be the
+	// default).
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, tunnel.DefaultHintRateWait},
+		{[]string{"--tunnel-hint-rate-wait", "700ms"}, 700 * time.Millisecond},
+		{[]string{"--tunnel-hint-rate-wait", "0"}, -1},
+	} {
+		rc, err := resolveRun(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := ok
+		f.HintRateWait = rc.tunnel().HintRateWait
+		if cc, err := f.clientConfig(zap.NewNop()); err != nil || cc.HintRateWait != tc.want {
+			t.Errorf("%v: %v; HintRateWait %v, want %v", tc.args, err, cc.HintRateWait, tc.want)
+		}
+	}
 	for _, tc := range []struct {
 		mod  func(*tunnelFlags)
 		want string
