@@ -180,14 +180,27 @@ func readJSONFile(dir, name string, v any) error {
 type VerdictSample struct {
 	UnixNs                    int64
 	Clamp, Eqn2, Suppressions uint64
+	// Release: rewrites that opened a held window gradually (0 in logs
+	// from before the column existed).
+	Release uint64
 }
 
+// verdictColumns is the --verdict-log header; logs written before the
+// release column are read too (verdictColumns[:4]).
+var verdictColumns = []string{"unix_ns", "clamp_rewrites", "eqn2_rewrites", "suppressed_acks", "release_rewrites"}
+
 // ReadVerdictLog parses the proxy's --verdict-log (header unix_ns,
-// clamp_rewrites, eqn2_rewrites, suppressed_acks).
+// clamp_rewrites, eqn2_rewrites, suppressed_acks, release_rewrites; or
+// the first four alone).
 func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
+	br := bufio.NewReader(r)
+	header := verdictColumns
+	if first, _ := br.Peek(256); !bytes.Contains(first, []byte("\trelease_rewrites")) {
+		header = verdictColumns[:4]
+	}
 	out := []VerdictSample{} // a log with its header only: no verdicts, not "not logged"
-	err := tsv(r, name, []string{"unix_ns", "clamp_rewrites", "eqn2_rewrites", "suppressed_acks"}, func(line int, f []string) error {
-		var v [4]uint64
+	err := tsv(br, name, header, func(line int, f []string) error {
+		var v [5]uint64
 		for i, s := range f {
 			x, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
@@ -195,7 +208,7 @@ func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
 			}
 			v[i] = x
 		}
-		out = append(out, VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3]})
+		out = append(out, VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3], Release: v[4]})
 		return nil
 	})
 	return out, err

@@ -88,6 +88,9 @@ type HandoverActions struct {
 	Clamp        uint64 `json:"clamp_rewrites"`
 	Suppressions uint64 `json:"suppressed_acks"`
 	Eqn2         uint64 `json:"eqn2_rewrites"`
+	// Release: rewrites that opened a held window gradually, from the
+	// report to the next report.
+	Release uint64 `json:"release_rewrites"`
 }
 
 // Fired names the actions with a non-zero count ("-" for none).
@@ -101,6 +104,9 @@ func (a HandoverActions) Fired() string {
 	}
 	if a.Eqn2 > 0 {
 		out = append(out, "eqn2")
+	}
+	if a.Release > 0 {
+		out = append(out, "release")
 	}
 	if len(out) == 0 {
 		return "-"
@@ -151,7 +157,8 @@ func handoverStats(r RunResult, d RunData) []HandoverStat {
 			endSmooth := math.Min(h.RA+SmoothingWindowS, nextReport)
 			a0, a1 := verdictsAt(d.Verdicts, st, h.Report-1e-6), verdictsAt(d.Verdicts, st, endSmooth)
 			a2 := verdictsAt(d.Verdicts, st, nextReport)
-			hs.Actions = &HandoverActions{Clamp: a1.Clamp - a0.Clamp, Suppressions: a1.Suppressions - a0.Suppressions, Eqn2: a2.Eqn2 - a1.Eqn2}
+			hs.Actions = &HandoverActions{Clamp: a1.Clamp - a0.Clamp, Suppressions: a1.Suppressions - a0.Suppressions, Eqn2: a2.Eqn2 - a1.Eqn2,
+				Release: a2.Release - a0.Release}
 		}
 		for _, n := range ConvergenceWindows {
 			if c := byWin[n][i]; c.Analyzed {

@@ -105,10 +105,10 @@ func TestHandoverStats(t *testing.T) {
 		{UnixNs: 3e9, Clamp: 5, Suppressions: 1},
 		{UnixNs: 4.1e9, Clamp: 25, Suppressions: 4},
 		{UnixNs: 4.2e9, Clamp: 40, Suppressions: 9},
-		{UnixNs: 9e9, Clamp: 40, Eqn2: 300, Suppressions: 9},
+		{UnixNs: 9e9, Clamp: 40, Eqn2: 300, Suppressions: 9, Release: 12},
 	}
 	hs = handoverStats(r, d)
-	if a := hs[0].Actions; a == nil || *a != (HandoverActions{Clamp: 35, Suppressions: 8, Eqn2: 300}) || a.Fired() != "clamp+suppression+eqn2" {
+	if a := hs[0].Actions; a == nil || *a != (HandoverActions{Clamp: 35, Suppressions: 8, Eqn2: 300, Release: 12}) || a.Fired() != "clamp+suppression+eqn2+release" {
 		t.Fatalf("actions %+v", a)
 	}
 }
@@ -120,5 +120,13 @@ func TestReadVerdictLog(t *testing.T) {
 	}
 	if _, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n17\tx\t2\t3\n"), "v"); err == nil || !strings.Contains(err.Error(), "v:2") {
 		t.Fatalf("bad count: %v", err)
+	}
+	// Today's log has the release column.
+	vs, err = ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n17\t1\t2\t3\t4\n"), "v")
+	if err != nil || len(vs) != 1 || vs[0] != (VerdictSample{UnixNs: 17, Clamp: 1, Eqn2: 2, Suppressions: 3, Release: 4}) {
+		t.Fatalf("with release: %+v %v", vs, err)
+	}
+	if _, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n17\t1\t2\t3\n"), "v"); err == nil || !strings.Contains(err.Error(), "v:2") {
+		t.Fatalf("a row short of the release column: %v", err)
 	}
 }

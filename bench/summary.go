@@ -568,7 +568,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 	}
 	if len(s.HandoverTable) > 0 {
 		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts. Kernel: the server's recovery counters that grew from this command to the next (sampled every 0.1 s; (+x s): when the first sample showing it came, after the command; DSACKUndo, PartialUndo, LossUndo, FullUndo, SpuriousRTOs, Timeouts, LostRetransmit, SACKReorder, DSACKRecv; - none, blank: not sampled).\n\n")
-		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s | kernel |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2/release) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s | kernel |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
 		conv := func(h HandoverStat, w string) string {
 			x, ok := h.ConvergenceS[w]
 			if !ok {
@@ -583,7 +583,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		for _, h := range s.HandoverTable {
 			act := "not logged"
 			if a := h.Actions; a != nil {
-				act = fmt.Sprintf("%s (%d/%d/%d)", a.Fired(), a.Clamp, a.Suppressions, a.Eqn2)
+				act = fmt.Sprintf("%s (%d/%d/%d/%d)", a.Fired(), a.Clamp, a.Suppressions, a.Eqn2, a.Release)
 			}
 			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
 				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"), kernelCell(h.Kernel, h.KernelAfterS))

@@ -652,6 +652,7 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 	}
 	v := c.uplink(now, f, p)
 	if v.Action != Drop {
+		v = c.release(now, f, p, v)
 		c.noteEdge(f, p, v)
 		f.noteRecovery(p)
 	}
@@ -672,12 +673,13 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 
 func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 	var echoAck uint32
+	var echoAt time.Time // when the phone forwarded the echoed ACK
 	echoed := false
 	if p.HasTS && p.Flags&FlagACK != 0 {
 		if d, a, ok := f.matchTSecr(now, p.TSecr); ok {
 			f.addRTT(now, d)
 			c.lastRTT = f.srtt
-			echoAck, echoed = a, true
+			echoAck, echoed, echoAt = a, true, now.Add(-d)
 		}
 	}
 	if p.PayloadLen <= 0 {
@@ -695,13 +697,19 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		// that reaches the right edge of the ACK echoed before (later
 		// ACKs only raise it); how far it stays below is the window it
 		// left unused.
-		if f.prevEdgeOK {
+		// During a release only the echoes of its own ACKs say how the
+		// sender uses its window (an RTT of 1 s under a collapsed cell
+		// echoes ACKs from before the hold, with the laptop's window).
+		fresh := !f.releasing || !echoAt.Before(f.relSince)
+		if f.prevEdgeOK && fresh {
 			f.unused, f.unusedOK = 0, true
 			if u := f.prevEdge - f.high; packet.SeqLess(f.high, f.prevEdge) && u < 1<<30 {
 				f.unused = u
 			}
 		}
-		f.prevEdge, f.prevEdgeOK = f.echoEdge, true
+		if fresh {
+			f.prevEdge, f.prevEdgeOK = f.echoEdge, true
+		}
 	}
 	if c.retransmission(f, p) {
 		// The sender is in loss recovery (see noteRecovery) and its
@@ -808,6 +816,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		// pipe plus buffer, 2457 drops after a dip on the return
 		// (TestReturnToMmWaveFreshEpochHeld).
 		f.rampFree = c.rampGen
+		f.letGo = true // its measure is fresh: no release follows (see release)
 		return Verdict{}
 	}
 	if f.eq2Episode != c.episode || f.eq2At.IsZero() {
@@ -931,6 +940,73 @@ func (c *Controller) clamp(f *Flow, p *Packet, limit int, reason Reason) Verdict
 		}
 	}
 	return clampWindow(p, limit, reason)
+}
+
+// release opens a window the proxy held (a clamp, Eqn 2, the ramp) by at
+// most the bytes each ACK acknowledges: the right edge advances by twice
+// them, the window grows by them, so it doubles per RTT at most, as slow
+// start does. It ends once the laptop's own window is the smaller one, or
+// once the sender leaves the window unused (Flow.unused: it is
+// cwnd-limited, and the rest of its window opens nothing at once).
+//
+// Why: a sender held by the window and not by its cwnd sends the
+// difference the moment the window opens. On the bench's mixed drive
+// (seed 2, 138 s) a prediction clamped a flow to ŝ_max for 0.8 s while
+// the mmWave cell was at 0-6 Mbit/s; at its withdrawal the sender sent
+// ~300 segments within 50 ms into that cell. Worse, the phone's estimate
+// of the sender's right edge for ACKs it leaves alone (noteEdge: the
+// in-flight bytes measured at the last echo, an RTT old) was measured
+// under the clamp, so it lagged that burst: the clamp of the real
+// handover 0.56 s later held an edge below the sender's snd_nxt, the
+// handover lost the tail of the forwarded queue, and with no loss probe
+// possible (see clamp) the server waited 1.27 s for its RTO. While the
+// release rewrites, f.edge is the edge granted, exactly.
+//
+// Not in pass-through: without signalling the proxy leaves packets as
+// they are (a sender it held then gets the laptop's window at once).
+func (c *Controller) release(now time.Time, f *Flow, p *Packet, v Verdict) Verdict {
+	letGo := f.letGo
+	f.letGo = false
+	if v.Action == Rewrite {
+		f.held, f.releasing = true, false
+		return v
+	}
+	if !f.held || v.Action != Pass {
+		return v
+	}
+	if letGo {
+		// The ramp let go of a sender it saw leave its window unused,
+		// measured since its retransmission: cwnd-limited, nothing to
+		// open gradually.
+		f.held, f.releasing = false, false
+		return v
+	}
+	mss := int(p.MSS)
+	if mss == 0 {
+		mss = DefaultMSS
+	}
+	if !f.releasing {
+		// Whether the sender leaves the window unused counts from here:
+		// what was measured before the hold (a sender cwnd-limited then)
+		// says nothing of the cwnd it holds now.
+		f.releasing, f.relSince, f.unusedOK, f.prevEdgeOK = true, now, false, false
+	}
+	if c.passThrough || p.Flags&FlagACK == 0 || p.WScale < 0 || !f.hasEdge ||
+		!packet.SeqLess(p.Ack, f.edge) || f.edge-p.Ack >= 1<<30 ||
+		f.unusedOK && f.unused > uint32(8*mss) {
+		f.held, f.releasing = false, false
+		return v
+	}
+	grow := uint32(0)
+	if f.hasLastAck && packet.SeqLess(f.lastAck, p.Ack) && p.Ack-f.lastAck < 1<<29 {
+		grow = p.Ack - f.lastAck
+	}
+	limit := int(f.edge-p.Ack) + 2*int(grow)
+	rv := clampWindow(p, limit, ReasonRelease)
+	if rv.Action != Rewrite {
+		f.held, f.releasing = false, false // the laptop's own window is the smaller: open
+	}
+	return rv
 }
 
 // noteEdge updates f.edge from an ACK that goes to the sender with verdict

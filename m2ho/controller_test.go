@@ -145,7 +145,14 @@ func TestPredictionClampAndWithdrawA1(t *testing.T) {
 	if fx.obs.last() != "preparation>stable:prediction withdrawn: A1" {
 		t.Fatalf("transition %q", fx.obs.last())
 	}
-	check(t, "after withdrawal", fx.pkt(21, f, upACK(1, 65535, 7)), pass)
+	// The window opens gradually (Controller.release): the same ACK keeps
+	// the held edge (1 + 782·128); each ACK adds what it acknowledges
+	// (edge 100097 + 2·50000, window 150096: raw 1173); an ACK past the
+	// edge gets the laptop's own window, and so does the next one.
+	check(t, "after withdrawal", fx.pkt(21, f, upACK(1, 65535, 7)), rewrite(782, ReasonRelease))
+	check(t, "opening", fx.pkt(22, f, upACK(50001, 65535, 7)), rewrite(1173, ReasonRelease))
+	check(t, "open", fx.pkt(23, f, upACK(250001, 65535, 7)), pass)
+	check(t, "stays open", fx.pkt(24, f, upACK(250002, 65535, 7)), pass)
 	if n := len(fx.obs.preds); n != 2 || fx.obs.preds[0].Kind != OutcomePredicted || fx.obs.preds[1].Reason != WithdrawA1 {
 		t.Fatalf("predictions %+v", fx.obs.preds)
 	}
@@ -175,7 +182,7 @@ func TestWithdrawTimeoutLearnedT2(t *testing.T) {
 			fx.c.Tick(at(1200))
 			fx.want(Stable)
 		} else {
-			check(t, "at deadline", fx.pkt(1200, f, upACK(1, 65535, 7)), pass)
+			check(t, "at deadline", fx.pkt(1200, f, upACK(1, 65535, 7)), rewrite(469, ReasonRelease))
 		}
 		fx.want(Stable)
 		if !strings.Contains(fx.obs.last(), "no command within 2·T2") {
@@ -231,7 +238,7 @@ func TestStreamsWithdrawAtStreamDeadline(t *testing.T) {
 	fx.ev(1000, a3(sub6, "B"))
 	fx.want(Preparation)
 	check(t, "clamp", fx.pkt(1499, f, upACK(1, 65535, 7)), rewrite(469, ReasonPreparation))
-	check(t, "at deadline", fx.pkt(1500, f, upACK(1, 65535, 7)), pass)
+	check(t, "at deadline", fx.pkt(1500, f, upACK(1, 65535, 7)), rewrite(469, ReasonRelease)) // opening (Controller.release)
 	fx.want(Stable)
 	if fx.obs.last() != "preparation>stable:prediction withdrawn: no command by the report streams' deadline" {
 		t.Fatalf("transition %q", fx.obs.last())
@@ -405,7 +412,8 @@ func TestSmoothingReleaseByBurst(t *testing.T) {
 	if fx.obs.last() != "smoothing>stable:first burst in the target cell ended" {
 		t.Fatalf("transition %q", fx.obs.last())
 	}
-	check(t, "released", fx.pkt(136, f, upACK(1500, 65535, 7)), pass)
+	// Released: the held edge stays until ACKs move it (Controller.release).
+	check(t, "released", fx.pkt(136, f, upACK(1500, 65535, 7)), rewrite(782, ReasonRelease))
 }
 
 // Release rule (c): the hard bound, counted from the handover command, by

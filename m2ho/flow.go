@@ -96,6 +96,16 @@ type Flow struct {
 	unused                      uint32
 	unusedOK                    bool
 
+	// held: the flow's last forwarded ACK carried a window the proxy
+	// lowered, or its release is still opening it (Controller.release).
+	held bool
+	// releasing: the release has begun (at relSince); unused counts the
+	// echoes of ACKs forwarded since.
+	releasing bool
+	relSince  time.Time
+	// letGo: the ramp let the flow go on this ACK (Controller.release).
+	letGo bool
+
 	// The sender's right edge (see Controller.edgeFloor): edge is the
 	// highest sequence number the sender may have sent, as far as the
 	// phone can tell (hasEdge: known); inflight is the sender's bytes in

@@ -73,6 +73,7 @@ const (
 	ReasonPreparation        // §4.3 clamp to the target's ŝ_max share
 	ReasonStableRate         // §4.5 rwnd = λ·c_est·RTT_min/RTT
 	ReasonSmoothing          // §4.4 duplicate ACK suppressed
+	ReasonRelease            // a held window opened gradually (Controller.release)
 )
 
 // State is the controller's phase (Fig. 6 of the M2HO paper).

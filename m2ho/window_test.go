@@ -53,7 +53,7 @@ func TestClampHeldThroughSmoothing(t *testing.T) {
 	// ŝ_max(B) = 60000 B: ceil(60000/128) = 469.
 	check(t, "in Smoothing, no prediction", fx.pkt(131, f, upACK(2000, 65535, 7)), rewrite(469, ReasonPreparation))
 	check(t, "just before the bound", fx.pkt(249, f, upACK(2000, 65535, 7)), rewrite(469, ReasonPreparation))
-	check(t, "at the bound", fx.pkt(250, f, upACK(2000, 65535, 7)), pass)
+	check(t, "at the bound", fx.pkt(250, f, upACK(2000, 65535, 7)), rewrite(469, ReasonRelease)) // opening (Controller.release)
 	fx.want(Stable)
 }
 

@@ -146,7 +146,7 @@ func (c *EngineConfig) Validate() error {
 }
 
 // NumReasons is the number of m2ho.Reason values counted separately.
-const NumReasons = 4
+const NumReasons = 5
 
 // DirStats counts one direction.
 type DirStats struct{ Packets, Bytes uint64 }

@@ -124,7 +124,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-var reasonNames = [proxy.NumReasons]string{"none", "preparation", "stable-rate", "smoothing"}
+var reasonNames = [proxy.NumReasons]string{"none", "preparation", "stable-rate", "smoothing", "release"}
 
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.eng.Stats()

@@ -182,7 +182,7 @@ Example (as root):
 	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
-	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs (empty: off)")
+	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually) (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
@@ -601,18 +601,18 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			return fmt.Errorf("--verdict-log: %w", err)
 		}
 		undo = append(undo, func() { verdicts.Close() })
-		fmt.Fprintf(verdicts, "unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n")
+		fmt.Fprintf(verdicts, "unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n")
 	}
-	var lastVerdicts [3]uint64
+	var lastVerdicts [4]uint64
 	logVerdicts := func(now time.Time) {
 		if verdicts == nil {
 			return
 		}
 		st := eng.Stats()
-		v := [3]uint64{st.RewritesBy[m2ho.ReasonPreparation], st.RewritesBy[m2ho.ReasonStableRate], st.DropsBy[m2ho.ReasonSmoothing]}
+		v := [4]uint64{st.RewritesBy[m2ho.ReasonPreparation], st.RewritesBy[m2ho.ReasonStableRate], st.DropsBy[m2ho.ReasonSmoothing], st.RewritesBy[m2ho.ReasonRelease]}
 		if v != lastVerdicts {
 			lastVerdicts = v
-			fmt.Fprintf(verdicts, "%d\t%d\t%d\t%d\n", now.UnixNano(), v[0], v[1], v[2])
+			fmt.Fprintf(verdicts, "%d\t%d\t%d\t%d\t%d\n", now.UnixNano(), v[0], v[1], v[2], v[3])
 		}
 	}
 	ps.afterTick = logVerdicts
