@@ -22,6 +22,12 @@
 //     the command, until the flow acknowledges all of it (rule a, per
 //     flow), the first burst in the target cell ends or SmoothingBound
 //     passes (rules b, c, for all flows); the clamp ends with Smoothing.
+//   - No hold ends at once: when the clamp, Eqn 2 or the ramp stops
+//     lowering a flow's window, the window grows by what each ACK
+//     acknowledges until the laptop's own is the smaller or the sender
+//     leaves it unused (see release): a sender held below its cwnd would
+//     send the difference at once, ahead of the phone's estimate of its
+//     right edge.
 //   - Eqn 2's rwnd is kept between the serving cell's ŝ_max and one
 //     bandwidth-delay product plus ŝ_max, and rises at most ŝ_max per
 //     RTT (see stableRwnd); RTT_min is the current cell's (Flow.newPath).
