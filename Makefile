@@ -72,7 +72,10 @@ fuzz:
 DEMO_OUT ?= bench-out/demo
 demo: deps build
 	@[ "$$(id -u)" = 0 ] || { echo "make demo needs root (network namespaces, TUN devices)" >&2; exit 1; }
-	./$(BIN) bench --scenario mixed-drive --scale 1.0 --duration 60s --out $(DEMO_OUT)
+	@./$(BIN) bench --scenario mixed-drive --scale 1.0 --duration 60s --out $(DEMO_OUT); rc=$$?; \
+	if [ $$rc = 3 ]; then \
+		echo; echo "make demo: the emulator could not keep up on this machine (a run is marked invalid above): the figures are not a result. A busy or virtual machine does this; try again when it is idle, or a smaller --scale."; \
+	elif [ $$rc != 0 ]; then exit $$rc; fi
 	@echo; cat $(DEMO_OUT)/summary.md | sed -n '1,30p'
 	@echo; echo "plots: $(DEMO_OUT)/throughput.png $(DEMO_OUT)/convergence_cdf.png $(DEMO_OUT)/goodput_by_type.png"
 

@@ -47,7 +47,11 @@ NAME='ARGS for m2ho run'.
 
 Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML path
 (low-bdp, high-bdp with 600 ms and bdp-switch between the two by handovers
-are QUIC Wave's situations).`,
+are QUIC Wave's situations).
+
+Exit status: 0 when every run was valid; 3 when the emulator marked a run
+invalid (it could not keep up: the summary is still written and says
+which run and why, but its figures are not a result); 1 on any error.`,
 		Example: `  m2ho bench --scenario mixed-drive --repeat 3
   m2ho bench --scenario steady --duration 30s --scale 0.5
   m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
