@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -191,5 +193,46 @@ func TestParseVariants(t *testing.T) {
 	}
 	if _, err := ParseVariants([]string{"x"}, []string{"x y=--a"}); err == nil {
 		t.Error("bad definition name accepted")
+	}
+}
+
+// A second bench into the same --out replaces the earlier one's runs
+// (their logs append), and refuses to touch anything that is not one.
+func TestClearRuns(t *testing.T) {
+	dir := t.TempDir()
+	if n, err := clearRuns(dir); n != 0 || err != nil {
+		t.Fatalf("no runs/: %d %v", n, err)
+	}
+	for _, p := range []string{"runs/pass-1/run.json", "runs/pass-1/verdicts.tsv", "runs/m2ho-12/emu/mm-down.log", "runs/quic+m2ho-1/run.json"} {
+		if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := clearRuns(dir); n != 3 || err != nil {
+		t.Fatalf("cleared %d, %v; want 3", n, err)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(dir, "runs")); len(ents) != 0 {
+		t.Fatalf("left %v", ents)
+	}
+	for _, bad := range []string{"runs/notes.txt", "runs/mine/data.csv"} {
+		d := t.TempDir()
+		keep := filepath.Join(d, "runs/pass-1/run.json")
+		for _, p := range []string{keep, filepath.Join(d, bad)} {
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := clearRuns(d); err == nil || !strings.Contains(err.Error(), filepath.Join(d, filepath.Dir(bad))) && !strings.Contains(err.Error(), filepath.Join(d, bad)) {
+			t.Errorf("%s: %v, want an error naming it", bad, err)
+		}
+		if _, err := os.Stat(keep); err != nil {
+			t.Errorf("%s: the run beside it was removed: %v", bad, err)
+		}
 	}
 }

@@ -177,6 +177,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if seed == 0 {
 		seed = sc.Config.Seed
 	}
+	if n, err := clearRuns(cfg.OutDir); err != nil {
+		return Summary{}, err
+	} else if n > 0 {
+		cfg.Log.Info("bench: replaced the runs an earlier bench left in --out", zap.String("out", cfg.OutDir), zap.Int("runs", n))
+	}
 	if err := os.MkdirAll(filepath.Join(cfg.OutDir, "runs"), 0o755); err != nil {
 		return Summary{}, err
 	}
@@ -363,6 +368,43 @@ func LoadRun(dir string) (RunData, error) {
 	defer fh.Close()
 	d.Recv, err = ReadRecvLog(fh, p)
 	return d, err
+}
+
+// clearRuns removes the run directories an earlier bench left in
+// dir/runs, so that this bench's runs are not mixed with them: the proxy's
+// and the emulator's logs append, and Reanalyze reads every run there (a
+// second `make demo` into the same directory failed on its verdict log's
+// second header). A run directory is one with a run.json, or named
+// VARIANT-N as the bench names them; anything else in runs/ is an error
+// naming it, and nothing is removed. It returns how many it removed.
+func clearRuns(dir string) (int, error) {
+	runs := filepath.Join(dir, "runs")
+	ents, err := os.ReadDir(runs)
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("--out %s: %w", dir, err)
+	}
+	for _, e := range ents {
+		p := filepath.Join(runs, e.Name())
+		if !e.IsDir() {
+			return 0, fmt.Errorf("--out %s: %s is not a run directory of the bench; move it away or choose another --out", dir, p)
+		}
+		if _, err := os.Stat(filepath.Join(p, "run.json")); err == nil {
+			continue
+		}
+		i := strings.LastIndexByte(e.Name(), '-')
+		if _, err := strconv.Atoi(e.Name()[i+1:]); i <= 0 || err != nil {
+			return 0, fmt.Errorf("--out %s: %s is not a run directory of the bench (no run.json); move it away or choose another --out", dir, p)
+		}
+	}
+	for _, e := range ents {
+		if err := os.RemoveAll(filepath.Join(runs, e.Name())); err != nil {
+			return 0, fmt.Errorf("--out %s: %w", dir, err)
+		}
+	}
+	return len(ents), nil
 }
 
 // Reanalyze re-reads every run under dir/runs and rewrites the outputs;

@@ -121,7 +121,7 @@ which run and why, but its figures are not a result); 1 on any error.`,
 	f.IntVar(&cfg.Repeat, "repeat", 1, "runs per variant, variants alternating")
 	f.StringSliceVar(&variants, "variants", []string{"pass", "m2ho"}, "variants to run, in this order")
 	f.StringArrayVar(&defs, "variant-def", nil, "define a variant: NAME=ARGS (arguments for m2ho run; repeatable)")
-	f.StringVar(&cfg.OutDir, "out", "", "output directory (default ./bench-out/<scenario>-<timestamp>)")
+	f.StringVar(&cfg.OutDir, "out", "", "output directory (default ./bench-out/<scenario>-<timestamp>); the runs an earlier bench left there are replaced, anything else under its runs/ is refused")
 	f.StringVar(&cfg.Binary, "m2ho-binary", "", "m2ho executable for the proxy and emulator (default: this one)")
 	f.StringVar(&cfg.XCAL, "xcal", "", "replay a real drive: its XCAL export (every report, command and random access at its logged time); the scenario (default measured) gives the link settings")
 	f.StringVar(&cfg.Capacity, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log, the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
