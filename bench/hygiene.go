@@ -208,7 +208,17 @@ func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
 			}
 			v[i] = x
 		}
-		out = append(out, VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3], Release: v[4]})
+		vs := VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3], Release: v[4]}
+		if n := len(out); n > 0 {
+			// The proxy's counters only grow, a line per tick: a log
+			// out of order is two logs in one file (verdictsAt reads
+			// it in order).
+			p := out[n-1]
+			if vs.UnixNs < p.UnixNs || vs.Clamp < p.Clamp || vs.Eqn2 < p.Eqn2 || vs.Suppressions < p.Suppressions || vs.Release < p.Release {
+				return fmt.Errorf("%s:%d: goes back in time or in a counter (%v after %v): two logs in one file?", name, line, vs, p)
+			}
+		}
+		out = append(out, vs)
 		return nil
 	})
 	return out, err

@@ -129,4 +129,26 @@ func TestReadVerdictLog(t *testing.T) {
 	if _, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n17\t1\t2\t3\n"), "v"); err == nil || !strings.Contains(err.Error(), "v:2") {
 		t.Fatalf("a row short of the release column: %v", err)
 	}
+	// Two logs in one file (a proxy restarted onto the same path): the
+	// counters start again.
+	if _, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n17\t5\t2\t3\n18\t1\t0\t0\n"), "v"); err == nil || !strings.Contains(err.Error(), "v:3") {
+		t.Fatalf("counters going back: %v", err)
+	}
+}
+
+func FuzzReadVerdictLog(f *testing.F) {
+	f.Add("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n17\t1\t2\t3\n18\t1\t3\t3\n")
+	f.Add("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n17\t1\t2\t3\t4\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		vs, err := ReadVerdictLog(strings.NewReader(s), "v")
+		if err != nil {
+			return
+		}
+		for i := 1; i < len(vs); i++ {
+			a, b := vs[i-1], vs[i]
+			if b.UnixNs < a.UnixNs || b.Clamp < a.Clamp || b.Eqn2 < a.Eqn2 || b.Suppressions < a.Suppressions || b.Release < a.Release {
+				t.Fatalf("accepted a log going back: %+v then %+v", a, b)
+			}
+		}
+	})
 }
