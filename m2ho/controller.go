@@ -706,7 +706,7 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		// During a release only the echoes of its own ACKs say how the
 		// sender uses its window (an RTT of 1 s under a collapsed cell
 		// echoes ACKs from before the hold, with the laptop's window).
-		fresh := !f.releasing || !echoAt.Before(f.relSince)
+		fresh := f.relSince.IsZero() || !echoAt.Before(f.relSince)
 		if f.prevEdgeOK && fresh {
 			f.unused, f.unusedOK = 0, true
 			if u := f.prevEdge - f.high; packet.SeqLess(f.high, f.prevEdge) && u < 1<<30 {
@@ -803,10 +803,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		return Verdict{}
 	}
 	share := float64(c.shareOf(f))
-	mss := int(p.MSS)
-	if mss == 0 {
-		mss = DefaultMSS
-	}
+	mss := p.segSize()
 	if c.ramp && !c.eqn2Armed && f.rampFresh == c.rampGen && f.unusedOK &&
 		float64(f.unused) > max(float64(c.stableCap)/share/4, float64(8*mss)) {
 		// The sender's epoch is fresh and it leaves the window unused:
@@ -822,7 +819,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		// pipe plus buffer, 2457 drops after a dip on the return
 		// (TestReturnToMmWaveFreshEpochHeld).
 		f.rampFree = c.rampGen
-		f.letGo = true // its measure is fresh: no release follows (see release)
+		f.held = false // its measure is fresh: no release follows (see release)
 		return Verdict{}
 	}
 	if f.eq2Episode != c.episode || f.eq2At.IsZero() {
@@ -971,36 +968,26 @@ func (c *Controller) clamp(f *Flow, p *Packet, limit int, reason Reason) Verdict
 // Not in pass-through: without signalling the proxy leaves packets as
 // they are (a sender it held then gets the laptop's window at once).
 func (c *Controller) release(now time.Time, f *Flow, p *Packet, v Verdict) Verdict {
-	letGo := f.letGo
-	f.letGo = false
 	if v.Action == Rewrite {
-		f.held, f.releasing = true, false
+		f.held, f.relSince = true, time.Time{}
 		return v
 	}
+	// Not held (the ramp's let-go clears held itself: it saw the sender
+	// leave its window unused since its retransmission, cwnd-limited,
+	// nothing to open gradually).
 	if !f.held || v.Action != Pass {
 		return v
 	}
-	if letGo {
-		// The ramp let go of a sender it saw leave its window unused,
-		// measured since its retransmission: cwnd-limited, nothing to
-		// open gradually.
-		f.held, f.releasing = false, false
-		return v
-	}
-	mss := int(p.MSS)
-	if mss == 0 {
-		mss = DefaultMSS
-	}
-	if !f.releasing {
+	if f.relSince.IsZero() {
 		// Whether the sender leaves the window unused counts from here:
 		// what was measured before the hold (a sender cwnd-limited then)
 		// says nothing of the cwnd it holds now.
-		f.releasing, f.relSince, f.unusedOK, f.prevEdgeOK = true, now, false, false
+		f.relSince, f.unusedOK, f.prevEdgeOK = now, false, false
 	}
 	if c.passThrough || p.Flags&FlagACK == 0 || p.WScale < 0 || !f.hasEdge ||
 		!packet.SeqLess(p.Ack, f.edge) || f.edge-p.Ack >= 1<<30 ||
-		f.unusedOK && f.unused > uint32(8*mss) {
-		f.held, f.releasing = false, false
+		f.unusedOK && f.unused > uint32(8*p.segSize()) {
+		f.open()
 		return v
 	}
 	grow := uint32(0)
@@ -1010,7 +997,7 @@ func (c *Controller) release(now time.Time, f *Flow, p *Packet, v Verdict) Verdi
 	limit := int(f.edge-p.Ack) + 2*int(grow)
 	rv := clampWindow(p, limit, ReasonRelease)
 	if rv.Action != Rewrite {
-		f.held, f.releasing = false, false // the laptop's own window is the smaller: open
+		f.open() // the laptop's own window is the smaller
 	}
 	return rv
 }
@@ -1038,10 +1025,7 @@ func (c *Controller) noteEdge(f *Flow, p *Packet, v Verdict) {
 	if v.Action == Rewrite {
 		w = int(v.Window) << ws
 	} else {
-		mss := int(p.MSS)
-		if mss == 0 {
-			mss = DefaultMSS
-		}
+		mss := p.segSize()
 		in := int(f.inflight)
 		if f.hasHigh && packet.SeqLess(p.Ack, f.high) {
 			in = max(in, int(f.high-p.Ack))
@@ -1166,10 +1150,7 @@ func (c *Controller) lastNews(f *Flow, p *Packet) bool {
 	if !packet.SeqLess(f.high, f.edge) {
 		return true
 	}
-	mss := int(p.MSS)
-	if mss == 0 {
-		mss = DefaultMSS
-	}
+	mss := p.segSize()
 	d := f.edge - f.high
 	return d < 1<<30 && float64(d) < float64(2*mss)+max(c.est.Rate(), c.prevRate)*(2*tsTick).Seconds()
 }
@@ -1210,10 +1191,7 @@ func clampWindow(p *Packet, limit int, reason Reason) Verdict {
 		ws = 14
 	}
 	orig := int(p.Window) << ws
-	mss := int(p.MSS)
-	if mss == 0 {
-		mss = DefaultMSS
-	}
+	mss := p.segSize()
 	if limit < 2*mss {
 		limit = 2 * mss
 	}

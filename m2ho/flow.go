@@ -99,12 +99,9 @@ type Flow struct {
 	// held: the flow's last forwarded ACK carried a window the proxy
 	// lowered, or its release is still opening it (Controller.release).
 	held bool
-	// releasing: the release has begun (at relSince); unused counts the
-	// echoes of ACKs forwarded since.
-	releasing bool
-	relSince  time.Time
-	// letGo: the ramp let the flow go on this ACK (Controller.release).
-	letGo bool
+	// relSince: when the release began (zero: none under way); unused
+	// counts the echoes of ACKs forwarded since.
+	relSince time.Time
 
 	// The sender's right edge (see Controller.edgeFloor): edge is the
 	// highest sequence number the sender may have sent, as far as the
@@ -275,3 +272,7 @@ func (f *Flow) newPath() { f.rttMin, f.rttNext, f.rttPathN = 0, 0, 0 }
 func (f *Flow) RTT() (srtt, min time.Duration, samples int) {
 	return f.srtt, f.rttMin, int(f.rttN)
 }
+
+// open ends a hold: the flow's windows go to the sender as the laptop
+// wrote them (Controller.release).
+func (f *Flow) open() { f.held, f.relSince = false, time.Time{} }

@@ -41,6 +41,15 @@ type Packet struct {
 
 // IsPureACK reports whether the segment carries no data and no SYN, FIN or
 // RST: the only kind of packet M2HO may ever drop.
+// segSize is the flow's MSS as the packet carries it, DefaultMSS when
+// unknown.
+func (p *Packet) segSize() int {
+	if p.MSS == 0 {
+		return DefaultMSS
+	}
+	return int(p.MSS)
+}
+
 func (p *Packet) IsPureACK() bool {
 	return p.PayloadLen == 0 && p.Flags&FlagACK != 0 && p.Flags&(FlagSYN|FlagFIN|FlagRST) == 0
 }

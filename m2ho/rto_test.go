@@ -1,6 +1,7 @@
 package m2ho
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -54,6 +55,9 @@ type tailCase struct {
 	falseAt, withdrawAt time.Duration
 }
 
+// withoutProxy is c with the laptop's ACKs reaching the sender as they are.
+func (c tailCase) withoutProxy() tailCase { c.noProxy = true; return c }
+
 type tailResult struct {
 	rtos, probes, recoveries int
 	drops                    int
@@ -63,6 +67,11 @@ type tailResult struct {
 	// first: what the proxy let it add on top of the forwarded queue.
 	added       int
 	recoveredAt time.Duration
+}
+
+func (r tailResult) String() string {
+	return fmt.Sprintf("drops %d, probes %d, recoveries %d (first at %v), RTOs %d, delivered %d B",
+		r.drops, r.probes, r.recoveries, r.recoveredAt, r.rtos, r.delivered)
 }
 
 // debugTail logs runTail's state at its signalling events.
@@ -360,7 +369,7 @@ func TestTailLossAtHandoverNoRTO(t *testing.T) {
 		name string
 		tc   tailCase
 	}{
-		{"without the proxy", func() tailCase { c := base; c.noProxy = true; return c }()},
+		{"without the proxy", base.withoutProxy()},
 		{"command only", base},
 		{"predicted 60 ms before", func() tailCase { c := base; c.predict = true; return c }()},
 		{"ŝ_max of the whole buffer", func() tailCase { c := base; c.sMax = c.buffer; return c }()},
@@ -405,13 +414,12 @@ func TestOutageBeforeHandoverNoRTO(t *testing.T) {
 		name string
 		tc   tailCase
 	}{
-		{"without the proxy", func() tailCase { c := base; c.noProxy = true; return c }()},
+		{"without the proxy", base.withoutProxy()},
 		{"command only", base},
 		{"predicted 60 ms before", func() tailCase { c := base; c.predict = true; return c }()},
 	} {
 		r := runTail(t, tc.tc)
-		t.Logf("%s: drops %d, probes %d, recoveries %d (first at %v), RTOs %d, delivered %d B",
-			tc.name, r.drops, r.probes, r.recoveries, r.recoveredAt, r.rtos, r.delivered)
+		t.Logf("%s: %v", tc.name, r)
 		// In recovery by random access (origin 300 ms + 1.5 s on mmWave
 		// + 60 ms to random access), while the suppression is on.
 		if r.drops == 0 || r.recoveries == 0 || r.recoveredAt >= 1860*time.Millisecond {
@@ -447,13 +455,12 @@ func TestWithdrawnPredictionBeforeHandoverNoRTO(t *testing.T) {
 		name string
 		tc   tailCase
 	}{
-		{"without the proxy", func() tailCase { c := base; c.noProxy = true; return c }()},
+		{"without the proxy", base.withoutProxy()},
 		{"false alarm, then the handover predicted", base},
 		{"false alarm, then the command alone", func() tailCase { c := base; c.predict = false; return c }()},
 	} {
 		r := runTail(t, tc.tc)
-		t.Logf("%s: drops %d, probes %d, recoveries %d (first at %v), RTOs %d, delivered %d B",
-			tc.name, r.drops, r.probes, r.recoveries, r.recoveredAt, r.rtos, r.delivered)
+		t.Logf("%s: %v", tc.name, r)
 		if r.drops == 0 {
 			t.Fatalf("%s: the handover lost nothing: the case tests nothing", tc.name)
 		}
