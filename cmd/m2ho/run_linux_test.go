@@ -327,6 +327,20 @@ func (d *daemon) waitMetric(name string, cond func(float64) bool, within time.Du
 	}
 }
 
+// waitLog polls until the daemon's log contains s. A log line may come
+// after the state it reports is visible in the metrics (the observer sets
+// the flag, then logs), and the log reaches stderr through a pipe.
+func (d *daemon) waitLog(s string, within time.Duration) bool {
+	deadline := time.Now().Add(within)
+	for !strings.Contains(d.stderr.String(), s) {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return true
+}
+
 // feeder writes events to the daemon's socket; Send may be called from
 // several goroutines (the socket takes one writer).
 type feeder struct {
@@ -812,7 +826,7 @@ func testRunM2HOTransfer(t *testing.T, dev string, tunArgs ...string) {
 	if v, ok := d.waitMetric("m2ho_signal_lost", func(v float64) bool { return v == 1 }, 5*time.Second); !ok {
 		t.Errorf("m2ho_signal_lost = %v 5s after the last event (timeout 1s)", v)
 	}
-	if !strings.Contains(d.stderr.String(), "signalling lost") {
+	if !d.waitLog("signalling lost", 2*time.Second) {
 		t.Errorf("the log does not say signalling was lost:\n%s", d.stderr.String())
 	}
 
@@ -873,7 +887,7 @@ func TestRunStableRate(t *testing.T) {
 	if r1 := d.metrics()[`m2ho_window_rewrites_total{reason="stable-rate"}`]; r1 != r0 {
 		t.Errorf("rewrites went on after signalling was lost: %v -> %v", r0, r1)
 	}
-	if !strings.Contains(d.stderr.String(), "signalling lost") {
+	if !d.waitLog("signalling lost", 2*time.Second) {
 		t.Errorf("the log does not say signalling was lost:\n%s", d.stderr.String())
 	}
 	tr.wait(t)
