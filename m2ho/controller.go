@@ -258,6 +258,18 @@ type Controller struct {
 	// mmWave keeps it, and a flow that let go stays free.
 	ramp    bool
 	rampGen uint32
+
+	// The queue measured from one-way delay (queue.go): deliv counts the
+	// downlink bytes received; busySince is when the MAC slots' current
+	// burst began (zero: none), lastSlotAt the last slot; qMax is the
+	// largest queue measured in the serving cell, qSaved the part of it
+	// already in the database; owdAt is when a flow last measured a wait.
+	deliv      deliveryLog
+	busySince  time.Time
+	lastSlotAt time.Time
+	qMax       int
+	qSaved     int
+	owdAt      time.Time
 }
 
 // New returns a Controller in Stable, in pass-through until the first
@@ -454,7 +466,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 		c.armEqn2(o)
 		// The UE drops the source cell's link-layer context: a burst in
 		// progress will not finish as a drained queue.
-		c.burst.reset()
+		c.resetBurst()
 		switch c.state {
 		case Stable:
 			c.setState(now, Preparation, "handover command without prediction")
@@ -470,8 +482,8 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 			// the holes come later from the target.
 			c.episode++
 			c.stableCap = c.sMax
-			c.serving = c.target
-			c.burst.reset()
+			c.setServing(c.target)
+			c.resetBurst()
 			// The new cell's capacity has nothing to do with the old one's.
 			c.prevRate = c.est.Rate()
 			c.est.Reset()
@@ -497,8 +509,8 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 func (c *Controller) executed(now time.Time, o Outcome) {
 	c.commanded = false
 	c.episode++
-	c.serving = o.Target
-	c.burst.reset()
+	c.setServing(o.Target)
+	c.resetBurst()
 	c.prevRate = c.est.Rate()
 	c.est.Reset()
 	c.env.reset()
@@ -535,12 +547,12 @@ func (c *Controller) nameServing(s signaling.Cell) {
 		return
 	}
 	if s.ID != c.serving.ID {
-		c.burst.reset() // a burst never spans two cells
+		c.resetBurst() // a burst never spans two cells
 	}
 	if s.Type == signaling.CellUnknown && s.ID == c.serving.ID {
 		s.Type = c.serving.Type
 	}
-	c.serving = s
+	c.setServing(s)
 }
 
 func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
@@ -557,10 +569,23 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	// RTTs under the floor are not believed (as in Eqn 2); without any
 	// RTT yet the floor stands in, the short window that errs low.
 	b, ended := c.burst.slot(ts, ev.RBRatio, ev.Bytes, max(c.lastRTT, c.cfg.RTTFloor))
+	c.lastSlotAt = now
+	switch {
+	case !c.burst.in:
+		c.busySince = time.Time{}
+	case c.busySince.IsZero():
+		c.busySince = now
+	}
+	c.flushQueue()
 	if !ended {
 		return
 	}
 	sb := b.backlog(c.est.Rate())
+	if !c.owdAt.IsZero() && now.Sub(c.owdAt) < owdLive {
+		// A flow's timestamps measure the queue itself (queue.go); the
+		// burst's assumed arrivals would only add estimates above it.
+		sb = 0
+	}
 	// §4.3 gives up bursts on mmWave: its beams are not shared, so a
 	// burst's end need not be the queue drained. The corrected estimate
 	// does not depend on that: with Q0 the backlog at the burst's start,
@@ -734,6 +759,10 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 			f.rampFresh, f.unusedOK, f.prevEdgeOK = c.rampGen, false, false
 		}
 	}
+	if p.HasTS && (!f.hasHigh || !packet.SeqLess(p.Seq, f.high)) {
+		c.queueSample(now, f, p)
+	}
+	c.deliv.add(now, p.PayloadLen)
 	if !f.hasHigh || packet.SeqLess(f.high, end) {
 		f.high, f.hasHigh = end, true
 		f.highTS = p.TSval

@@ -122,6 +122,10 @@ type Flow struct {
 	dupN       uint8
 	recovering bool
 	recoverPt  uint32
+
+	// owd is the one-way delay offset of the flow's downlink segments
+	// (queue.go).
+	owd owdState
 }
 
 // isDupACK reports whether a pure ACK tells the sender nothing the last

@@ -23,7 +23,7 @@ const DefaultSMax = 64 << 10
 type SMaxSource uint8
 
 const (
-	SMaxKnown     SMaxSource = iota // the target cell's own bursts
+	SMaxKnown     SMaxSource = iota // the target cell's own measurements
 	SMaxSameType                    // unknown cell: minimum of known cells of its type
 	SMaxSub6ForMm                   // mmWave target not known itself: minimum of known sub-6 cells (§4.3)
 	SMaxAnyKnown                    // no cell of the type known: minimum over all known sub-6 cells
@@ -40,7 +40,9 @@ type cellKey struct {
 }
 
 // SMaxDB is the persistent table of ŝ_max per cell (§4.3): the largest
-// burst s_b ever seen in each cell. It is safe for concurrent use, so the
+// queue the phone ever measured in each cell, from its flows' one-way
+// delay when they carry TCP timestamps (queue.go), else the largest
+// corrected burst s_b (burst.go). It is safe for concurrent use, so the
 // caller may take a Snapshot under its own lock and write it from another
 // goroutine than the Controller's. It is small (one entry per cell
 // visited) and never touched on the packet path. It does no I/O: package
@@ -186,7 +188,7 @@ func (db *SMaxDB) Saved(snap SMaxSnapshot) {
 	db.mu.Unlock()
 }
 
-// Observe records a burst of sb bytes in cell c; it reports whether ŝ_max
+// Observe records a queue of sb bytes in cell c; it reports whether ŝ_max
 // of the cell grew. Cells without an ID are not recorded.
 func (db *SMaxDB) Observe(c signaling.Cell, sb int) bool {
 	if db == nil || c.ID == "" || sb <= 0 {
@@ -215,9 +217,9 @@ func (db *SMaxDB) Get(c signaling.Cell) (int, bool) {
 }
 
 // Lookup is ŝ_max for a handover target (§4.3): the cell's own value when
-// known (on mmWave too: the corrected ŝ_b = S − arrival·D bounds the
-// buffer from below whether or not a burst's end is a drained queue, see
-// Controller.onSlot); for an unknown mmWave target the minimum known
+// known (on mmWave too: the queue measured from one-way delay, and the
+// corrected ŝ_b = S − arrival·D, bound the buffer from below whether or
+// not a burst's end is a drained queue, see Controller.onSlot); for an unknown mmWave target the minimum known
 // sub-6 value (§4.3: mmWave buffers are assumed no smaller than sub-6
 // ones); for an unknown cell of another type the minimum of known cells
 // of the same type, then of any sub-6 cell; else DefaultSMax.

@@ -1,0 +1,244 @@
+package m2ho
+
+import (
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// ŝ_max from one-way delay.
+//
+// §4.3 learns ŝ_max from scheduling bursts: the bytes a burst of full
+// slots serves. burst.backlog corrects that for the bytes that arrive
+// while the burst lasts, but the UE cannot see arrivals and has to assume
+// them, and the assumption fails whenever the sender's rate rises within
+// an RTT (CUBIC's growth, a capacity step, a window the proxy opens).
+// Replayed against the emulator's own queue (the bench's mixed drive,
+// scale 0.3, seed 2, 2026-12-01), the estimates the burst rule kept as
+// each cell's maximum were bursts whose backlog at the start had been
+// 0–80 KB: they measured arrivals, not the buffer, and on one mmWave
+// cell the maximum exceeded the buffer (717 501 B against 695 400 B),
+// while the sub-6 ones stayed 3–6 times below theirs.
+//
+// What the phone can measure instead is how long each downlink segment
+// waited. A segment carries its sender's clock (TSval, milliseconds on
+// Linux, FreeBSD and macOS); the phone's receive time minus that clock is
+// the one-way delay plus a constant offset, and its minimum over a few
+// seconds is the delay with no queue. What a segment X waited beyond it
+// began when X reached the cell's queue; the cell serves its queue in
+// order (one bearer), so every byte the phone received from that moment
+// until X was ahead of X in the queue when X joined it, and that many
+// bytes plus X's own were in the buffer at once: a lower bound of the
+// buffer that needs no assumption about arrivals. Replayed the same way
+// (the emulator's per-packet delay at 1 ms resolution, 2 ms margin), the
+// maximum per cell is 97–100 % of each buffer and never above it.
+//
+// Where it errs, and the guards:
+//   - The sender's clock ticks at 1 ms (tsTick): a segment's TSval is its
+//     send time rounded down, so the arrival it gives is early by up to a
+//     tick, and the minimum's own segment may be late by up to a tick.
+//     Clocks drift (≤ 200 ppm: < 1 ms over the base's window). owdMargin
+//     (2 ticks) moves the start later by more than all of that, and by a
+//     few milliseconds of the phone's own read delay (bytes it read just
+//     after the start but received just before).
+//   - A sender clock of another rate (older Linux kernels tick at HZ:
+//     100, 250 or 300 per second; a microsecond clock) makes the offset
+//     run away: a flow's measurements count only while the minimum of
+//     its latest owdBucket has moved less than owdMaxSlope of the time
+//     since its first (a queue changes the minimum by at most its
+//     delay, a wrong clock without bound), and never in the first two
+//     buckets.
+//   - A queue elsewhere on the path (a second bottleneck) would count as
+//     the cell's: bytes count only while the MAC slots show the cell
+//     serving this UE back to back (a burst in progress), and only since
+//     that burst began. Wired jitter above the margin is not guarded.
+//   - A segment the link layer delivered late (HARQ) waited for reasons
+//     other than the queue, with later bytes delivered before it: only
+//     segments at or above the highest sequence seen count.
+//   - Payload bytes only, and only of the flows the controller sees: the
+//     estimate errs low, never high.
+const (
+	// owdBucket is the period of the minimum one-way offset; the base is
+	// the least of the current and the previous bucket's minimum (4–8 s).
+	owdBucket = 4 * time.Second
+	// owdMaxSlope bounds how far the bucket minimum may move per unit of
+	// time since the flow's first bucket for its clock to count as 1 ms.
+	owdMaxSlope = 0.1
+	// owdMargin is subtracted from every wait (see above).
+	owdMargin = 2*tsTick + 3*time.Millisecond
+	// owdLive: while a flow's wait was measured this recently, the burst
+	// rule's estimate is not recorded (see Controller.onSlot).
+	owdLive = 10 * time.Second
+)
+
+// deliveryHistory is how many milliseconds of delivery deliveryLog keeps;
+// a wait longer than that counts from its oldest millisecond (errs low).
+const deliveryHistory = 2048
+
+// deliveryLog counts the downlink payload bytes the phone received, per
+// millisecond, in a fixed ring (no allocation).
+type deliveryLog struct {
+	on     bool
+	origin time.Time
+	total  int64 // bytes received so far
+	lastMs int64 // the latest millisecond recorded
+	// cum[ms%deliveryHistory] is total at the end of millisecond ms when
+	// at[...] == ms.
+	cum [deliveryHistory]int64
+	at  [deliveryHistory]int64
+}
+
+func (l *deliveryLog) ms(t time.Time) int64 {
+	d := t.Sub(l.origin)
+	if d < 0 {
+		return -1
+	}
+	return int64(d / time.Millisecond)
+}
+
+// add records n bytes received at now.
+func (l *deliveryLog) add(now time.Time, n int) {
+	if !l.on {
+		l.on, l.origin, l.lastMs = true, now, 0
+		l.cum[0], l.at[0] = 0, 0
+	}
+	m := max(l.ms(now), l.lastMs) // a clock that steps back counts in the latest ms
+	for k := max(l.lastMs+1, m-deliveryHistory+1); k <= m; k++ {
+		i := k % deliveryHistory
+		l.cum[i], l.at[i] = l.total, k
+	}
+	l.lastMs = m
+	l.total += int64(max(n, 0))
+	i := m % deliveryHistory
+	l.cum[i], l.at[i] = l.total, m
+}
+
+// since is the bytes received after the end of t's millisecond, up to the
+// last add: at most what was received from t on (the bytes of t's own
+// millisecond do not count), from the oldest millisecond kept when t is
+// older.
+func (l *deliveryLog) since(t time.Time) int64 {
+	if !l.on {
+		return 0
+	}
+	m := l.ms(t)
+	if m >= l.lastMs {
+		return 0
+	}
+	if oldest := l.lastMs - deliveryHistory + 1; m < oldest {
+		m = oldest
+	}
+	if m < 0 {
+		return l.total
+	}
+	if i := m % deliveryHistory; l.at[i] == m {
+		return l.total - l.cum[i]
+	}
+	return 0 // not reached: every millisecond up to lastMs is written
+}
+
+// owdState is a flow's one-way delay offset: the phone's receive time
+// minus the sender's clock, both counted from the flow's first segment.
+type owdState struct {
+	on       bool
+	t0       time.Time
+	ts0      uint32
+	bucketAt time.Time     // start of the current bucket
+	cur      time.Duration // least offset in the current bucket
+	prev     time.Duration // least offset in the previous bucket
+	prevOK   bool
+	first    time.Duration // least offset of the first bucket
+	firstAt  time.Time
+	firstOK  bool
+	clockOK  bool // the sender's clock passed the slope check
+}
+
+// wait is how long the segment carrying ts, received at now, waited
+// beyond the least one-way delay, less owdMargin; ok is false until the
+// flow's clock has been checked (two buckets) and while it fails.
+func (o *owdState) wait(now time.Time, ts uint32) (time.Duration, bool) {
+	if !o.on {
+		*o = owdState{on: true, t0: now, ts0: ts, bucketAt: now}
+		return 0, false
+	}
+	off := now.Sub(o.t0) - time.Duration(int32(ts-o.ts0))*tsTick
+	if now.Sub(o.bucketAt) >= owdBucket {
+		if !o.firstOK {
+			o.first, o.firstAt, o.firstOK = o.cur, o.bucketAt, true
+		} else {
+			moved := o.cur - o.first
+			if moved < 0 {
+				moved = -moved
+			}
+			o.clockOK = float64(moved) <= owdMaxSlope*float64(o.bucketAt.Sub(o.firstAt))
+		}
+		o.prev, o.prevOK = o.cur, true
+		o.bucketAt, o.cur = now, off
+	} else if off < o.cur {
+		o.cur = off
+	}
+	if !o.clockOK {
+		return 0, false
+	}
+	base := o.cur
+	if o.prevOK && o.prev < base {
+		base = o.prev
+	}
+	return off - base - owdMargin, true
+}
+
+// queueSample measures the queue ahead of downlink segment p (new data of
+// f, carrying a timestamp), before its bytes are added to the delivery
+// log, and keeps the serving cell's largest in qMax.
+func (c *Controller) queueSample(now time.Time, f *Flow, p *Packet) {
+	wait, ok := f.owd.wait(now, p.TSval)
+	if !ok {
+		return
+	}
+	c.owdAt = now
+	if wait <= 0 || !c.busy(now) {
+		return
+	}
+	from := now.Add(-wait)
+	if from.Before(c.busySince) {
+		from = c.busySince
+	}
+	if q := c.deliv.since(from) + int64(p.PayloadLen); q > int64(c.qMax) {
+		c.qMax = int(min(q, 1<<40))
+	}
+}
+
+// busy reports whether the MAC slots show a burst in progress in the
+// serving cell: its queue for this UE is being served back to back.
+func (c *Controller) busy(now time.Time) bool {
+	return !c.busySince.IsZero() && now.Sub(c.lastSlotAt) <= burstMaxGap
+}
+
+// resetBurst ends any burst in progress: a burst, and the queue
+// measurement's count of bytes ahead, never span two cells or a handover.
+func (c *Controller) resetBurst() {
+	c.burst.reset()
+	c.busySince = time.Time{}
+}
+
+// setServing names the serving data cell; the queue measured in the
+// previous one is saved for it first.
+func (c *Controller) setServing(s signaling.Cell) {
+	if s.ID != c.serving.ID {
+		c.flushQueue()
+		c.qMax, c.qSaved = 0, 0
+	}
+	c.serving = s
+}
+
+// flushQueue records the queue measured in the serving cell in the ŝ_max
+// database (off the packet path: from signalling events only).
+func (c *Controller) flushQueue() {
+	if c.qMax <= c.qSaved || c.serving.ID == "" {
+		return
+	}
+	c.qSaved = c.qMax
+	if c.cfg.SMaxDB.Observe(c.serving, c.qMax) && (c.eqn2Armed || c.ramp) {
+		c.stableCap, _ = c.cfg.SMaxDB.Lookup(c.serving)
+	}
+}

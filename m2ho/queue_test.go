@@ -1,0 +1,251 @@
+package m2ho
+
+import (
+	"testing"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+func TestDeliveryLogSince(t *testing.T) {
+	var l deliveryLog
+	if got := l.since(t0); got != 0 {
+		t.Fatalf("empty log: %d", got)
+	}
+	ms := func(m float64) time.Time { return t0.Add(time.Duration(m * float64(time.Millisecond))) }
+	l.add(ms(0), 100)
+	l.add(ms(0.5), 10)
+	l.add(ms(3.2), 200)
+	l.add(ms(7), 300)
+	tests := []struct {
+		from float64
+		want int64
+	}{
+		{-5, 610},  // before the log: everything
+		{0, 500},   // ms 0's own bytes do not count
+		{0.9, 500}, // the same millisecond
+		{1, 500},   // ms 1 and 2 had nothing
+		{3, 300},   // ms 3's bytes do not count
+		{6.5, 300}, // ms 7 is after ms 6
+		{7, 0},     // the last millisecond itself
+		{9, 0},     // the future
+	}
+	for _, tc := range tests {
+		if got := l.since(ms(tc.from)); got != tc.want {
+			t.Errorf("since(%v ms) = %d, want %d", tc.from, got, tc.want)
+		}
+	}
+	// A clock that steps back counts in the latest millisecond.
+	l.add(ms(5), 1)
+	if got := l.since(ms(6)); got != 301 {
+		t.Fatalf("after a step back: since(6 ms) = %d, want 301", got)
+	}
+	// Beyond the history, the oldest millisecond kept stands in: less.
+	l.add(ms(7+deliveryHistory+10), 1000)
+	if got, all := l.since(ms(0)), l.total; got >= all-100 || got < 1000 {
+		t.Fatalf("since(0) after the history wrapped = %d of %d: want the kept part only", got, all)
+	}
+}
+
+// owdFeed sends a flow's segments every 1 ms of the phone's clock for d,
+// with a sender clock of hz ticks per second running fast by ppm, a fixed
+// one-way delay of 20 ms and no queue; it returns the last wait and
+// whether it was usable.
+func owdFeed(o *owdState, hz float64, ppm float64, d time.Duration) (time.Duration, bool) {
+	var w time.Duration
+	var ok bool
+	for t := time.Duration(0); t < d; t += time.Millisecond {
+		send := t - 20*time.Millisecond
+		ts := uint32(int64(send.Seconds()*hz*(1+ppm*1e-6)) + 7_000_000)
+		w, ok = o.wait(t0.Add(t), ts)
+	}
+	return w, ok
+}
+
+// The sender's timestamp clock must tick at 1 ms for a wait to count: on
+// a slower one (older kernels' HZ) or a faster one the offset runs away
+// and the flow measures nothing; a 1 kHz clock that drifts by 200 ppm
+// counts after two buckets, with no wait where there is no queue.
+func TestOneWayDelayClockCheck(t *testing.T) {
+	tests := []struct {
+		name   string
+		hz     float64
+		ppm    float64
+		wantOK bool
+	}{
+		{"1 kHz", 1000, 0, true},
+		{"1 kHz, fast 200 ppm", 1000, 200, true},
+		{"1 kHz, slow 200 ppm", 1000, -200, true},
+		{"HZ 250", 250, 0, false},
+		{"HZ 100", 100, 0, false},
+		{"1 MHz", 1e6, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var o owdState
+			if _, ok := owdFeed(&o, tc.hz, tc.ppm, 2*owdBucket-10*time.Millisecond); ok {
+				t.Fatalf("usable before two buckets")
+			}
+			o = owdState{}
+			w, ok := owdFeed(&o, tc.hz, tc.ppm, 5*owdBucket)
+			if ok != tc.wantOK {
+				t.Fatalf("usable %v, want %v (wait %v)", ok, tc.wantOK, w)
+			}
+			// No queue: the wait is the margin's negative, give or take
+			// the tick and the drift.
+			if ok && (w > -owdMargin+2*tsTick || w < -owdMargin-2*tsTick) {
+				t.Fatalf("wait %v without a queue, want about %v", w, -owdMargin)
+			}
+		})
+	}
+}
+
+// queueCell simulates one UE's queue in cell A at 0.5 ms slots: segments
+// of seg bytes sent at the times send gives, a one-way wire delay of 10
+// ms to the cell, service of capB bytes per slot in order, tail drop at
+// buf bytes. Each delivered segment goes to the controller as new data of
+// flow f with its sender's TSval (1 ms clock, tsHz ticks per second) at
+// the slot's end, after the slot's MAC event. It returns the paper's s_b
+// and the corrected burst estimate (with the RTT given, no c_est) of the
+// bursts those slots contain, and the drops.
+func queueCell(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur time.Duration, tsHz float64, rtt time.Duration, send func(t time.Duration) int) (paper, burstEst []int, drops int) {
+	const slot = 500 * time.Microsecond
+	const wire = 10 * time.Millisecond
+	type inSeg struct {
+		at  time.Duration // arrival at the cell
+		ts  uint32
+		seq uint32
+	}
+	var wireQ, q []inSeg
+	var qBytes int
+	var seq uint32 = 1
+	var d burstDetector
+	sendT := time.Duration(0)
+	for now := slot; now <= dur; now += slot {
+		// The sender: what it sends in this slot enters the wire.
+		for ; sendT < now; sendT += 100 * time.Microsecond {
+			for range send(sendT) {
+				wireQ = append(wireQ, inSeg{at: sendT + wire, ts: uint32(sendT.Seconds() * tsHz), seq: seq})
+				seq += uint32(seg)
+			}
+		}
+		for len(wireQ) > 0 && wireQ[0].at <= now {
+			if qBytes+seg > buf {
+				drops++
+			} else {
+				q = append(q, wireQ[0])
+				qBytes += seg
+			}
+			wireQ = wireQ[1:]
+		}
+		var out []inSeg
+		for budget := capB; len(q) > 0 && budget >= seg; budget -= seg {
+			out = append(out, q[0])
+			q = q[1:]
+			qBytes -= seg
+		}
+		served := len(out) * seg
+		rb := float64(served) / float64(capB)
+		at := t0.Add(now)
+		c.OnEvent(at, &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: served, Serving: A})
+		if b, ok := d.slot(at, rb, served, rtt); ok {
+			paper = append(paper, int(b.bytes))
+			burstEst = append(burstEst, b.backlog(0))
+		}
+		for _, s := range out {
+			c.OnPacket(at, f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: s.seq, PayloadLen: seg, HasTS: true, TSval: s.ts})
+		}
+	}
+	return paper, burstEst, drops
+}
+
+// floods is a sender that keeps the cell half busy for warm (its clock
+// gets checked, the queue stays empty), then every 400 ms sends at twice
+// the cell's rate for 40 ms after 360 ms of silence: the queue fills to
+// the buffer and overflows, and drains within the burst.
+func floods(capB, seg int, warm time.Duration) func(t time.Duration) int {
+	perTick := float64(capB) / 5 / float64(seg) // segments per 0.1 ms at the cell's rate
+	var acc float64
+	return func(t time.Duration) int {
+		rate := 0.0
+		switch {
+		case t < warm:
+			rate = 0.5
+		case (t-warm)%(400*time.Millisecond) >= 360*time.Millisecond:
+			rate = 2
+		}
+		acc += rate * perTick
+		n := int(acc)
+		acc -= float64(n)
+		return n
+	}
+}
+
+// ŝ_max is a lower bound of the buffer (§4.3), also for a sender whose
+// rate jumps: after silence, a flood at twice the cell's rate fills the
+// buffer; the burst of full slots that drains it serves far more than
+// the buffer, and over an RTT-long window (a bloated 300 ms RTT) the
+// delivery rate is low, so the burst rule's S − arrival·D is above the
+// buffer. The queue measured from each segment's one-way delay is not,
+// and it finds most of the buffer.
+func TestSMaxFromOneWayDelayNotAboveBuffer(t *testing.T) {
+	const capB, buf, seg = 5600, 300_000, 1400 // 11.2 MB/s, a 27 ms buffer
+	const rtt = 300 * time.Millisecond
+	db := NewSMaxDB()
+	c := New(Config{SMaxDB: db})
+	c.lastRTT = rtt
+	A := cell(sub6, "A")
+	var f Flow
+	c.Attach(t0, &f)
+	warm := 3 * owdBucket
+	paper, est, drops := queueCell(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm))
+	c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0)) // a last event saves the measurement
+	pMax, eMax := 0, 0
+	for i := range est {
+		pMax, eMax = max(pMax, paper[i]), max(eMax, est[i])
+	}
+	got, _ := db.Get(A)
+	t.Logf("bursts %d, drops %d; paper s_b max %d, burst rule max %d, ŝ_max %d, buffer %d", len(est), drops, pMax, eMax, got, buf)
+	if drops == 0 || eMax <= buf {
+		t.Fatalf("the case tests nothing: drops %d, burst rule max %d vs buffer %d", drops, eMax, buf)
+	}
+	if got > buf {
+		t.Fatalf("ŝ_max(A) %d exceeds the buffer %d", got, buf)
+	}
+	// The margin (5 ms at 10 MB/s: 50 KB) and a segment of rounding.
+	if got < buf*3/4 {
+		t.Fatalf("ŝ_max(A) %d: less than 3/4 of the buffer %d", got, buf)
+	}
+	if !f.owd.clockOK {
+		t.Fatalf("the flow's clock was never accepted")
+	}
+
+	// The measurement allocates nothing (the packet path).
+	at := t0.Add(warm + 6*time.Second)
+	c.OnEvent(at, slotEv(1, capB))
+	p := &Packet{Dir: Downlink, Flags: FlagACK, Seq: f.high, PayloadLen: seg, HasTS: true}
+	if n := testing.AllocsPerRun(1000, func() {
+		at = at.Add(50 * time.Microsecond)
+		p.Seq += seg
+		p.TSval = uint32(at.Sub(t0)/time.Millisecond) - 20
+		c.OnPacket(at, &f, p)
+	}); n != 0 {
+		t.Fatalf("%v allocations per downlink segment", n)
+	}
+}
+
+// A sender whose timestamp clock is not 1 ms (HZ 250 on an old kernel)
+// measures no queue: its offsets run away, and the waits they would give
+// (seconds) would count every byte of a burst.
+func TestSMaxOneWayDelayIgnoresOtherClocks(t *testing.T) {
+	const capB, buf, seg = 5600, 300_000, 1400
+	c := New(Config{SMaxDB: NewSMaxDB()})
+	A := cell(sub6, "A")
+	var f Flow
+	c.Attach(t0, &f)
+	warm := 3 * owdBucket
+	queueCell(c, &f, A, capB, buf, seg, warm+2*time.Second, 250, 20*time.Millisecond, floods(capB, seg, warm))
+	if f.owd.clockOK || !c.owdAt.IsZero() || c.qMax != 0 {
+		t.Fatalf("a 250 Hz clock was used: clockOK %v, owdAt %v, qMax %d", f.owd.clockOK, c.owdAt, c.qMax)
+	}
+}
