@@ -214,3 +214,55 @@ func longBurst(lenUS int) []slotIn {
 	}
 	return append(sl, slotIn{lenUS - 500, 0.3, 10}, slotIn{lenUS, 0, 0})
 }
+
+// A measured queue supersedes burst estimates, larger or not, and keeps
+// the largest measured; later burst estimates change nothing; the flag
+// survives the file, and a file without it loads as burst estimates.
+func TestSMaxMeasuredSupersedes(t *testing.T) {
+	db := NewSMaxDB()
+	A := cell(sub6, "A")
+	db.Observe(A, 700_000) // a burst estimate above the buffer
+	if v, _, m := db.LookupMeasured(A); v != 700_000 || m {
+		t.Fatalf("burst estimate: %d measured %v", v, m)
+	}
+	if !db.ObserveQueue(A, 400_000) {
+		t.Fatal("a first measured queue did not replace the burst estimate")
+	}
+	if db.ObserveQueue(A, 390_000) || db.Observe(A, 800_000) {
+		t.Fatal("a smaller measured queue or a burst estimate changed a measured value")
+	}
+	db.ObserveQueue(A, 410_000)
+	if v, src, m := db.LookupMeasured(A); v != 410_000 || src != SMaxKnown || !m {
+		t.Fatalf("after measuring: %d %v measured %v", v, src, m)
+	}
+	// A cell with no value of its own takes the least of its type, and
+	// that one's flag.
+	db.Observe(cell(sub6, "B"), 100_000)
+	if v, src, m := db.LookupMeasured(cell(sub6, "X")); v != 100_000 || src != SMaxSameType || m {
+		t.Fatalf("unknown sub-6 cell: %d %v measured %v", v, src, m)
+	}
+	b, err := db.Snapshot().Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db2, err := UnmarshalSMaxDB(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, m := db2.LookupMeasured(A); v != 410_000 || !m {
+		t.Fatalf("reloaded: %d measured %v", v, m)
+	}
+	if _, _, m := db2.LookupMeasured(cell(sub6, "B")); m {
+		t.Fatal("reloaded: a burst estimate came back measured")
+	}
+	if db2.Dirty() {
+		t.Fatal("dirty right after loading")
+	}
+	old, err := UnmarshalSMaxDB([]byte(`{"version": 1, "cells": [{"id": "A", "type": "sub6", "smax_bytes": 500000}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, m := old.LookupMeasured(A); v != 500_000 || m {
+		t.Fatalf("a file without the flag: %d measured %v", v, m)
+	}
+}

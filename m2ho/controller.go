@@ -198,6 +198,8 @@ type Controller struct {
 	target  signaling.Cell // predicted, then commanded target
 	sMax    int            // ŝ_max of target while in Preparation
 	sMaxSrc SMaxSource
+	// sMaxMeasured: sMax is a queue measured from one-way delay.
+	sMaxMeasured bool
 
 	commanded bool // a command is being executed (Preparation after it)
 	commandAt time.Time
@@ -225,6 +227,9 @@ type Controller struct {
 	// the serving cell's estimate as bursts there raise it.
 	eqn2Armed bool
 	stableCap int
+	// stableMeasured: stableCap is a measured queue (SMaxDB.ObserveQueue),
+	// the buffer itself within a few percent, not a burst estimate.
+	stableMeasured bool
 
 	// ramp keeps Eqn 2's bounded rwnd (stableRwnd, with the mmWave
 	// cell's ŝ_max as stableCap) after a handover into mmWave while Eqn 2
@@ -481,7 +486,7 @@ func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
 			// received by now: the flush at the command has been seen,
 			// the holes come later from the target.
 			c.episode++
-			c.stableCap = c.sMax
+			c.stableCap, c.stableMeasured = c.sMax, c.sMaxMeasured
 			c.setServing(c.target)
 			c.resetBurst()
 			// The new cell's capacity has nothing to do with the old one's.
@@ -515,7 +520,7 @@ func (c *Controller) executed(now time.Time, o Outcome) {
 	c.est.Reset()
 	c.env.reset()
 	c.armEqn2(o)
-	c.stableCap, _ = c.cfg.SMaxDB.Lookup(o.Target)
+	c.stableCap, _, c.stableMeasured = c.cfg.SMaxDB.LookupMeasured(o.Target)
 	c.setState(now, Stable, "inferred handover: executed already")
 }
 
@@ -597,7 +602,7 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	// whose mmWave slots never show the burst's partial end records
 	// nothing, and the sub-6 fallback stands (SMaxDB.Lookup).
 	if c.cfg.SMaxDB.Observe(c.serving, sb) && (c.eqn2Armed || c.ramp) {
-		c.stableCap, _ = c.cfg.SMaxDB.Lookup(c.serving)
+		c.stableCap, _, c.stableMeasured = c.cfg.SMaxDB.LookupMeasured(c.serving)
 	}
 	if c.state == Smoothing {
 		c.setState(now, Stable, "first burst in the target cell ended")
@@ -606,7 +611,7 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 
 func (c *Controller) prepare(target signaling.Cell) {
 	c.target = target
-	c.sMax, c.sMaxSrc = c.cfg.SMaxDB.Lookup(target)
+	c.sMax, c.sMaxSrc, c.sMaxMeasured = c.cfg.SMaxDB.LookupMeasured(target)
 }
 
 // Dirty reports whether the ŝ_max database has unsaved changes; the caller
@@ -924,6 +929,13 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	// ≤ 8 under the envelope, 5 % of the capacity with the sub-6
 	// fallback ŝ_max); a dip during the ramp costs the ramp, which lets
 	// go at the first retransmission, not the sub-6 dwell's window.
+	// The standing queue the cap allows, and the pace: ŝ_max, or a third
+	// of it when ŝ_max is a measured queue in the sub-6 dwell (see
+	// eqn2MeasuredQueue).
+	queue := float64(c.stableCap)
+	if c.stableMeasured && c.eqn2Armed {
+		queue *= eqn2MeasuredQueue
+	}
 	if c.stableCap > 0 {
 		pipe := r
 		if c.cfg.Eqn2Bound == BoundEnvelope && c.eqn2Armed {
@@ -931,12 +943,12 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 				pipe = min(pipe, lo)
 			}
 		}
-		rwnd = min(rwnd, pipe*rttMin.Seconds()+float64(c.stableCap))
+		rwnd = min(rwnd, pipe*rttMin.Seconds()+queue)
 		rwnd = max(rwnd, float64(c.stableCap))
 	}
 	rwnd /= share
 	if c.stableCap > 0 {
-		grow := float64(c.stableCap) / share * float64(now.Sub(f.eq2At)) / float64(rtt)
+		grow := queue / share * float64(now.Sub(f.eq2At)) / float64(rtt)
 		rwnd = min(rwnd, f.eq2Last+grow)
 		f.eq2Last, f.eq2At = rwnd, now
 	}
@@ -945,6 +957,29 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	}
 	return c.clamp(f, p, int(rwnd), ReasonStableRate)
 }
+
+// eqn2MeasuredQueue is the share of a measured ŝ_max (SMaxDB.ObserveQueue)
+// that Eqn 2's cap lets stand queued in the sub-6 dwell; the rest is
+// headroom for the cell's rate falling below r_low within an RTT.
+//
+// The cap's argument (rate·RTT_min + ŝ_max queues at most ŝ_max ≤ s_max)
+// holds while the next RTT drains as fast as r_low, and the measured
+// sub-6 cells fall below any recent rate (the emulator's model, fitted to
+// the 0.1 s UDP logs: quantiles down to 0.2 of the mean). A burst estimate
+// of ŝ_max was 3–6 times below the buffer, so the queue it allowed left
+// the rest of the buffer as headroom without saying so; a measured queue
+// is the buffer within a few percent, and a queue at it overflows at the
+// first dip. On the model (m2ho/bound_test.go, TestEqn2MeasuredSMax; a
+// 124 Mbit/s cell, ŝ_max 97 % of a 290 KB or a 416 KB buffer, ten 8 s
+// dwells) the whole ŝ_max kept the carried cwnd in 0 of 10 dwells (at
+// 82 % and 94 % of the capacity while they lasted), a third of it in 9
+// and 9 (73 % and 85 %); in a sweep, half of it kept 5 of 10 on the
+// 290 KB buffer and a quarter no more than a third, 1-2 points lower.
+// What a dwell gives up to headroom the return to mmWave gets back with
+// the carried window. The ramp back on
+// mmWave keeps the whole ŝ_max: its overflows are the sender's, ended by
+// letting it go (see ramp).
+const eqn2MeasuredQueue = 1.0 / 3
 
 // clamp lowers p's window to limit bytes (clampWindow), but never so far
 // that the right edge ack + window falls below f.edge, the highest

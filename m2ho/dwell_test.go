@@ -19,6 +19,7 @@ type dwellCase struct {
 	mmBase     time.Duration                 // the mmWave base RTT (0: no data on mmWave)
 	buffer     int                           // the sub-6 buffer, bytes
 	sMax       int                           // ŝ_max(C), a lower bound of buffer
+	measured   bool                          // ŝ_max(C) is a measured queue (SMaxDB.ObserveQueue)
 	mismatchAt time.Duration                 // > 0: one lone RTT sample of mismatchRTT then
 	mismatch   time.Duration
 	dur        time.Duration
@@ -55,7 +56,11 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 		step = 100 * time.Microsecond
 	)
 	db := NewSMaxDB()
-	db.Observe(cell(sub6, "C"), dc.sMax)
+	if dc.measured {
+		db.ObserveQueue(cell(sub6, "C"), dc.sMax)
+	} else {
+		db.Observe(cell(sub6, "C"), dc.sMax)
+	}
 	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow})
 	var f Flow
 	c.Attach(at(0), &f)

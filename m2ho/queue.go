@@ -238,7 +238,7 @@ func (c *Controller) flushQueue() {
 		return
 	}
 	c.qSaved = c.qMax
-	if c.cfg.SMaxDB.Observe(c.serving, c.qMax) && (c.eqn2Armed || c.ramp) {
-		c.stableCap, _ = c.cfg.SMaxDB.Lookup(c.serving)
+	if c.cfg.SMaxDB.ObserveQueue(c.serving, c.qMax) && (c.eqn2Armed || c.ramp) {
+		c.stableCap, _, c.stableMeasured = c.cfg.SMaxDB.LookupMeasured(c.serving)
 	}
 }

@@ -51,8 +51,11 @@ type cellKey struct {
 type SMaxDB struct {
 	mu    sync.Mutex
 	cells map[cellKey]int
-	gen   uint64 // changes so far; a Snapshot remembers it
-	saved uint64 // gen of the last snapshot reported Saved (or loaded)
+	// measured: the cell's value is a queue measured from one-way delay
+	// (ObserveQueue), not a burst estimate; it supersedes burst estimates.
+	measured map[cellKey]bool
+	gen      uint64 // changes so far; a Snapshot remembers it
+	saved    uint64 // gen of the last snapshot reported Saved (or loaded)
 }
 
 // SMaxSnapshot is a copy of the database's contents at one moment, in the
@@ -75,6 +78,9 @@ type smaxEntry struct {
 	ID   string `json:"id"`
 	Type string `json:"type"`
 	SMax int    `json:"smax_bytes"`
+	// Measured: from one-way delay (absent in files written before it:
+	// a burst estimate).
+	Measured bool `json:"measured,omitempty"`
 }
 
 func cellTypeName(t signaling.CellType) string {
@@ -105,7 +111,7 @@ func parseCellType(s string) (signaling.CellType, bool) {
 
 // NewSMaxDB returns an empty database.
 func NewSMaxDB() *SMaxDB {
-	return &SMaxDB{cells: make(map[cellKey]int)}
+	return &SMaxDB{cells: make(map[cellKey]int), measured: make(map[cellKey]bool)}
 }
 
 // UnmarshalSMaxDB reads a database from its stored form (as Marshal
@@ -132,10 +138,13 @@ func UnmarshalSMaxDB(b []byte) (*SMaxDB, error) {
 			return nil, fmt.Errorf("cells[%d].smax_bytes %d is not positive", i, e.SMax)
 		}
 		k := cellKey{t, e.ID}
-		if e.SMax > db.cells[k] {
-			db.cells[k] = e.SMax
+		if e.Measured {
+			db.observeQueue(k, e.SMax)
+		} else {
+			db.observe(k, e.SMax)
 		}
 	}
+	db.saved = db.gen // what was loaded is what the file holds
 	return db, nil
 }
 
@@ -149,7 +158,7 @@ func (db *SMaxDB) Snapshot() SMaxSnapshot {
 	db.mu.Lock()
 	s := SMaxSnapshot{gen: db.gen, cells: make([]smaxEntry, 0, len(db.cells))}
 	for k, v := range db.cells {
-		s.cells = append(s.cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v})
+		s.cells = append(s.cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v, Measured: db.measured[k]})
 	}
 	db.mu.Unlock()
 	sort.Slice(s.cells, func(i, j int) bool {
@@ -196,11 +205,36 @@ func (db *SMaxDB) Observe(c signaling.Cell, sb int) bool {
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	k := cellKey{c.Type, c.ID}
-	if sb <= db.cells[k] {
+	return db.observe(cellKey{c.Type, c.ID}, sb)
+}
+
+func (db *SMaxDB) observe(k cellKey, sb int) bool {
+	if db.measured[k] || sb <= db.cells[k] {
 		return false
 	}
 	db.cells[k] = sb
+	db.gen++
+	return true
+}
+
+// ObserveQueue records a queue of q bytes measured in cell c from one-way
+// delay (queue.go); it reports whether ŝ_max of the cell changed. The
+// first measured value replaces a burst estimate, larger or not: a burst
+// estimate assumes the arrivals, a measured queue does not.
+func (db *SMaxDB) ObserveQueue(c signaling.Cell, q int) bool {
+	if db == nil || c.ID == "" || q <= 0 {
+		return false
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return db.observeQueue(cellKey{c.Type, c.ID}, q)
+}
+
+func (db *SMaxDB) observeQueue(k cellKey, q int) bool {
+	if db.measured[k] && q <= db.cells[k] {
+		return false
+	}
+	db.cells[k], db.measured[k] = q, true
 	db.gen++
 	return true
 }
@@ -224,42 +258,52 @@ func (db *SMaxDB) Get(c signaling.Cell) (int, bool) {
 // ones); for an unknown cell of another type the minimum of known cells
 // of the same type, then of any sub-6 cell; else DefaultSMax.
 func (db *SMaxDB) Lookup(target signaling.Cell) (int, SMaxSource) {
+	v, src, _ := db.LookupMeasured(target)
+	return v, src
+}
+
+// LookupMeasured is Lookup, and whether the value is a measured queue
+// (ObserveQueue) rather than a burst estimate or the default.
+func (db *SMaxDB) LookupMeasured(target signaling.Cell) (int, SMaxSource, bool) {
 	if db == nil {
-		return DefaultSMax, SMaxDefault
+		return DefaultSMax, SMaxDefault, false
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	if v, ok := db.cells[cellKey{target.Type, target.ID}]; ok && target.ID != "" && target.Type == signaling.CellMmWave {
-		return v, SMaxKnown
+	own := cellKey{target.Type, target.ID}
+	if v, ok := db.cells[own]; ok && target.ID != "" && target.Type == signaling.CellMmWave {
+		return v, SMaxKnown, db.measured[own]
 	}
 	if target.Type == signaling.CellMmWave {
-		if v, ok := db.minWhere(func(t signaling.CellType) bool { return t.IsSub6() }); ok {
-			return v, SMaxSub6ForMm
+		if v, m, ok := db.minWhere(func(t signaling.CellType) bool { return t.IsSub6() }); ok {
+			return v, SMaxSub6ForMm, m
 		}
-		return DefaultSMax, SMaxDefault
+		return DefaultSMax, SMaxDefault, false
 	}
-	if v, ok := db.cells[cellKey{target.Type, target.ID}]; ok && target.ID != "" {
-		return v, SMaxKnown
+	if v, ok := db.cells[own]; ok && target.ID != "" {
+		return v, SMaxKnown, db.measured[own]
 	}
 	if target.Type != signaling.CellUnknown {
-		if v, ok := db.minWhere(func(t signaling.CellType) bool { return t == target.Type }); ok {
-			return v, SMaxSameType
+		if v, m, ok := db.minWhere(func(t signaling.CellType) bool { return t == target.Type }); ok {
+			return v, SMaxSameType, m
 		}
 	}
-	if v, ok := db.minWhere(func(t signaling.CellType) bool { return t.IsSub6() }); ok {
-		return v, SMaxAnyKnown
+	if v, m, ok := db.minWhere(func(t signaling.CellType) bool { return t.IsSub6() }); ok {
+		return v, SMaxAnyKnown, m
 	}
-	return DefaultSMax, SMaxDefault
+	return DefaultSMax, SMaxDefault, false
 }
 
-func (db *SMaxDB) minWhere(keep func(signaling.CellType) bool) (int, bool) {
-	m, found := 0, false
+// minWhere is the least value of the cells keep accepts, and whether it
+// is measured.
+func (db *SMaxDB) minWhere(keep func(signaling.CellType) bool) (int, bool, bool) {
+	m, meas, found := 0, false, false
 	for k, v := range db.cells {
 		if keep(k.t) && (!found || v < m) {
-			m, found = v, true
+			m, meas, found = v, db.measured[k], true
 		}
 	}
-	return m, found
+	return m, meas, found
 }
 
 // Dirty reports whether the database changed since it was loaded or since
