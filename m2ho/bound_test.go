@@ -158,11 +158,13 @@ func TestEqn2BoundFigures(t *testing.T) {
 
 // A measured ŝ_max is the buffer within a few percent (queue.go), and a
 // standing queue at it overflows at the first dip below r_low: Eqn 2
-// keeps a third of it queued. On ten dwells of the emulator's sub-6
-// model, with ŝ_max 97 % of the buffer (a 290 KB one, 0.7 BDP, and a
-// 416 KB one, 1 BDP), the carried cwnd survives in at least 9, at 70 % of
-// the capacity or more; the same ŝ_max as a burst estimate (the whole of
-// it queued, as before) keeps it in at most 2.
+// keeps a third of it queued (and floors the window at measuredUse of
+// it). On ten dwells of the emulator's sub-6 model, with ŝ_max 97 % of
+// the buffer (a 290 KB one, 0.7 BDP, and a 416 KB one, 1 BDP), the
+// carried cwnd survives in at least 9, at 60 % of the capacity or more
+// (a burst estimate of a third of the buffer gave 62.8 %: README); the
+// same ŝ_max as a burst estimate (the whole of it queued) keeps it in at
+// most 2.
 func TestEqn2MeasuredSMax(t *testing.T) {
 	const dur = 8 * time.Second
 	for _, buf := range []int{benchBuffer, 416_000} {
@@ -181,8 +183,8 @@ func TestEqn2MeasuredSMax(t *testing.T) {
 			}
 		}
 		t.Logf("buffer %d, ŝ_max %d: measured: cwnd kept in %d of 10, %.1f %% of capacity; burst estimate: %d, %.1f %%", buf, sMax, kept[0], 100*util[0], kept[1], 100*util[1])
-		if kept[0] < 9 || util[0] < 0.7 {
-			t.Errorf("buffer %d, measured ŝ_max: cwnd kept in %d of 10 dwells at %.1f %% of capacity, want ≥ 9 and ≥ 70 %%", buf, kept[0], 100*util[0])
+		if kept[0] < 9 || util[0] < 0.6 {
+			t.Errorf("buffer %d, measured ŝ_max: cwnd kept in %d of 10 dwells at %.1f %% of capacity, want ≥ 9 and ≥ 60 %%", buf, kept[0], 100*util[0])
 		}
 		if kept[1] > 2 {
 			t.Errorf("buffer %d: with the whole ŝ_max queued the cwnd survived %d of 10 dwells: the case tests nothing", buf, kept[1])

@@ -520,7 +520,7 @@ func (c *Controller) executed(now time.Time, o Outcome) {
 	c.est.Reset()
 	c.env.reset()
 	c.armEqn2(o)
-	c.stableCap, _, c.stableMeasured = c.cfg.SMaxDB.LookupMeasured(o.Target)
+	c.stableCap, _, c.stableMeasured = c.lookupSMax(o.Target)
 	c.setState(now, Stable, "inferred handover: executed already")
 }
 
@@ -602,7 +602,7 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	// whose mmWave slots never show the burst's partial end records
 	// nothing, and the sub-6 fallback stands (SMaxDB.Lookup).
 	if c.cfg.SMaxDB.Observe(c.serving, sb) && (c.eqn2Armed || c.ramp) {
-		c.stableCap, _, c.stableMeasured = c.cfg.SMaxDB.LookupMeasured(c.serving)
+		c.stableCap, _, c.stableMeasured = c.lookupSMax(c.serving)
 	}
 	if c.state == Smoothing {
 		c.setState(now, Stable, "first burst in the target cell ended")
@@ -611,7 +611,7 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 
 func (c *Controller) prepare(target signaling.Cell) {
 	c.target = target
-	c.sMax, c.sMaxSrc, c.sMaxMeasured = c.cfg.SMaxDB.LookupMeasured(target)
+	c.sMax, c.sMaxSrc, c.sMaxMeasured = c.lookupSMax(target)
 }
 
 // Dirty reports whether the ŝ_max database has unsaved changes; the caller
@@ -930,11 +930,11 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	// fallback ŝ_max); a dip during the ramp costs the ramp, which lets
 	// go at the first retransmission, not the sub-6 dwell's window.
 	// The standing queue the cap allows, and the pace: ŝ_max, or a third
-	// of it when ŝ_max is a measured queue in the sub-6 dwell (see
-	// eqn2MeasuredQueue).
+	// of the measured queue in the sub-6 dwell (see eqn2MeasuredQueue;
+	// stableCap is already measuredUse of it).
 	queue := float64(c.stableCap)
 	if c.stableMeasured && c.eqn2Armed {
-		queue *= eqn2MeasuredQueue
+		queue *= eqn2MeasuredQueue / measuredUse
 	}
 	if c.stableCap > 0 {
 		pipe := r
