@@ -551,9 +551,6 @@ func (c *Controller) nameServing(s signaling.Cell) {
 	if s.ID == "" && s.Type == signaling.CellUnknown {
 		return
 	}
-	if s.ID != c.serving.ID {
-		c.resetBurst() // a burst never spans two cells
-	}
 	if s.Type == signaling.CellUnknown && s.ID == c.serving.ID {
 		s.Type = c.serving.Type
 	}
@@ -585,12 +582,9 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	if !ended {
 		return
 	}
-	sb := b.backlog(c.est.Rate())
-	if !c.owdAt.IsZero() && now.Sub(c.owdAt) < owdLive {
-		// A flow's timestamps measure the queue itself (queue.go); the
-		// burst's assumed arrivals would only add estimates above it.
-		sb = 0
-	}
+	// While a flow's timestamps measure the queue itself (queue.go), the
+	// burst's assumed arrivals would only add estimates above it.
+	measuring := !c.owdAt.IsZero() && now.Sub(c.owdAt) < owdLive
 	// §4.3 gives up bursts on mmWave: its beams are not shared, so a
 	// burst's end need not be the queue drained. The corrected estimate
 	// does not depend on that: with Q0 the backlog at the burst's start,
@@ -601,7 +595,7 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	// cell on the bench), and the return to mmWave had no bound. A modem
 	// whose mmWave slots never show the burst's partial end records
 	// nothing, and the sub-6 fallback stands (SMaxDB.Lookup).
-	if c.cfg.SMaxDB.Observe(c.serving, sb) && (c.eqn2Armed || c.ramp) {
+	if !measuring && c.cfg.SMaxDB.Observe(c.serving, b.backlog(c.est.Rate())) && (c.eqn2Armed || c.ramp) {
 		c.stableCap, _, c.stableMeasured = c.lookupSMax(c.serving)
 	}
 	if c.state == Smoothing {

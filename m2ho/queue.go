@@ -221,12 +221,14 @@ func (c *Controller) resetBurst() {
 	c.busySince = time.Time{}
 }
 
-// setServing names the serving data cell; the queue measured in the
-// previous one is saved for it first.
+// setServing names the serving data cell. A new cell ends any burst (a
+// burst never spans two cells), and the queue measured in the previous
+// one is saved for it first.
 func (c *Controller) setServing(s signaling.Cell) {
 	if s.ID != c.serving.ID {
 		c.flushQueue()
 		c.qMax, c.qSaved = 0, 0
+		c.resetBurst()
 	}
 	c.serving = s
 }
