@@ -108,7 +108,16 @@ func TestOneWayDelayClockCheck(t *testing.T) {
 // the slot's end, after the slot's MAC event. It returns the paper's s_b
 // and the corrected burst estimate (with the RTT given, no c_est) of the
 // bursts those slots contain, and the drops.
+//
+// read, when not nil, is when the phone reads what the cell delivered at
+// t (a stalled host delivers in bunches): the slot's event, stamped with
+// the slot's time when stamped is true, and its segments reach the
+// controller then.
 func queueCell(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur time.Duration, tsHz float64, rtt time.Duration, send func(t time.Duration) int) (paper, burstEst []int, drops int) {
+	return queueCellRead(c, f, A, capB, buf, seg, dur, tsHz, rtt, send, nil, false)
+}
+
+func queueCellRead(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur time.Duration, tsHz float64, rtt time.Duration, send func(t time.Duration) int, read func(t time.Duration) time.Duration, stamped bool) (paper, burstEst []int, drops int) {
 	const slot = 500 * time.Microsecond
 	const wire = 10 * time.Millisecond
 	type inSeg struct {
@@ -147,11 +156,18 @@ func queueCell(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur
 		served := len(out) * seg
 		rb := float64(served) / float64(capB)
 		at := t0.Add(now)
-		c.OnEvent(at, &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: served, Serving: A})
 		if b, ok := d.slot(at, rb, served, rtt); ok {
 			paper = append(paper, int(b.bytes))
 			burstEst = append(burstEst, b.backlog(0))
 		}
+		ev := &signaling.Event{Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: served, Serving: A}
+		if stamped {
+			ev.Time = at
+		}
+		if read != nil {
+			at = t0.Add(read(now))
+		}
+		c.OnEvent(at, ev)
 		for _, s := range out {
 			c.OnPacket(at, f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: s.seq, PayloadLen: seg, HasTS: true, TSval: s.ts})
 		}
@@ -247,5 +263,56 @@ func TestSMaxOneWayDelayIgnoresOtherClocks(t *testing.T) {
 	queueCell(c, &f, A, capB, buf, seg, warm+2*time.Second, 250, 20*time.Millisecond, floods(capB, seg, warm))
 	if f.owd.clockOK || !c.owdAt.IsZero() || c.qMax != 0 {
 		t.Fatalf("a 250 Hz clock was used: clockOK %v, owdAt %v, qMax %d", f.owd.clockOK, c.owdAt, c.qMax)
+	}
+}
+
+// stalls is a phone that reads nothing for the first l of every period p
+// and then all that waited at once.
+func stalls(p, l time.Duration) func(t time.Duration) time.Duration {
+	return func(t time.Duration) time.Duration {
+		if r := t % p; r < l {
+			return t - r + l
+		}
+		return t
+	}
+}
+
+// A phone that reads in bunches (here 12 ms of every 37) receives bytes
+// that left the cell before a segment joined its queue after the segment
+// joined it, and counting by receive time puts them ahead of it: ŝ_max
+// above the buffer. Counting also by the MAC slots' own timestamps, it
+// stays under the buffer; with slot events that carry no timestamp (the
+// served count on the receive clock too) the same run exceeds it, which
+// shows the case tests the timestamps.
+func TestSMaxOneWayDelayLateDelivery(t *testing.T) {
+	const capB, buf, seg = 5600, 300_000, 1400
+	const rtt = 300 * time.Millisecond
+	warm := 3 * owdBucket
+	run := func(stamped bool) int {
+		db := NewSMaxDB()
+		c := New(Config{SMaxDB: db})
+		c.lastRTT = rtt
+		A := cell(sub6, "A")
+		var f Flow
+		c.Attach(t0, &f)
+		_, _, drops := queueCellRead(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm),
+			stalls(37*time.Millisecond, 12*time.Millisecond), stamped)
+		c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
+		if drops == 0 {
+			t.Fatalf("the buffer never filled")
+		}
+		got, _ := db.Get(A)
+		return got
+	}
+	unstamped, stamped := run(false), run(true)
+	t.Logf("ŝ_max: receive clock only %d, with the slots' clock %d, buffer %d", unstamped, stamped, buf)
+	if unstamped <= buf {
+		t.Fatalf("the case tests nothing: counted by receive time ŝ_max %d does not exceed the buffer %d", unstamped, buf)
+	}
+	if stamped > buf {
+		t.Fatalf("ŝ_max %d exceeds the buffer %d", stamped, buf)
+	}
+	if stamped < buf/2 {
+		t.Fatalf("ŝ_max %d: less than half the buffer %d", stamped, buf)
 	}
 }
