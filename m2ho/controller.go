@@ -136,11 +136,17 @@ type Config struct {
 	SMaxDB           *SMaxDB // nil: every lookup gives DefaultSMax
 	Rules            Rules   // prediction rule set; default Streams (Algorithm1 and A3Only stay selectable)
 	StableRate       Toggle  // Eqn 2 in Stable; default on
-	// Eqn2Bound is the cap on Eqn 2's window and the ramp's: the low
-	// envelope of the cell's rate (default) or its last rate.
+	// Eqn2Bound is the cap on Eqn 2's window in a sub-6 dwell: the
+	// cell's last per-RTT rate (BoundRate, the default) or the low
+	// envelope of its rates (BoundEnvelope).
 	Eqn2Bound Eqn2Bound
 	// EnvelopeWindow is how far back the envelope looks; default 1 s.
 	EnvelopeWindow time.Duration
+	// RampQueue is the share of a measured ŝ_max (SMaxDB.ObserveQueue)
+	// of the mmWave cell that the return ramp lets stand queued there,
+	// and its pace per RTT (see stableRwnd); default measuredUse (2/3),
+	// at most 1. A burst estimate of ŝ_max is used whole.
+	RampQueue float64
 }
 
 // Observer is told of the controller's decisions, for logs and metrics.
@@ -290,6 +296,10 @@ func New(cfg Config) *Controller {
 	if cfg.SmoothingBound <= 0 {
 		cfg.SmoothingBound = DefaultSmoothingBound
 	}
+	if !(cfg.RampQueue > 0) {
+		cfg.RampQueue = measuredUse
+	}
+	cfg.RampQueue = min(cfg.RampQueue, 1)
 	if cfg.SignalLoss <= 0 {
 		cfg.SignalLoss = DefaultSignalLoss
 	}
@@ -928,12 +938,17 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	// ≤ 8 under the envelope, 5 % of the capacity with the sub-6
 	// fallback ŝ_max); a dip during the ramp costs the ramp, which lets
 	// go at the first retransmission, not the sub-6 dwell's window.
-	// The standing queue the cap allows, and the pace: ŝ_max, or a third
-	// of the measured queue in the sub-6 dwell (see eqn2MeasuredQueue;
-	// stableCap is already measuredUse of it).
+	// The standing queue the cap allows, and the pace: ŝ_max, or of a
+	// measured queue a third in the sub-6 dwell (see eqn2MeasuredQueue)
+	// and Config.RampQueue on the ramp (stableCap is already measuredUse
+	// of it).
 	queue := float64(c.stableCap)
-	if c.stableMeasured && c.eqn2Armed {
-		queue *= eqn2MeasuredQueue / measuredUse
+	if c.stableMeasured {
+		if c.eqn2Armed {
+			queue *= eqn2MeasuredQueue / measuredUse
+		} else {
+			queue *= c.cfg.RampQueue / measuredUse
+		}
 	}
 	if c.stableCap > 0 {
 		pipe := r

@@ -314,6 +314,10 @@ func (c *Controller) flushQueue() {
 // burst rule learned.
 const measuredUse = 2.0 / 3
 
+// DefaultRampQueue is Config.RampQueue's default: the share the
+// controller uses of a measured ŝ_max elsewhere.
+const DefaultRampQueue = measuredUse
+
 // lookupSMax is SMaxDB.LookupMeasured with a measured value scaled to
 // the share the controller uses (measuredUse).
 func (c *Controller) lookupSMax(target signaling.Cell) (int, SMaxSource, bool) {

@@ -55,6 +55,7 @@ type runConfig struct {
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
 	Eqn2Bound      string        `yaml:"eqn2-bound"`
+	RampQueue      float64       `yaml:"ramp-queue"`
 	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
@@ -101,6 +102,7 @@ func defaultRunConfig() runConfig {
 		FlowIdle:           proxy.DefaultIdleTimeout,
 		StableRate:         true,
 		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
+		RampQueue:          m2ho.DefaultRampQueue,
 		TunnelHints:        true,
 		TunnelHintRateWait: tunnel.DefaultHintRateWait,
 		Predictor:          m2ho.Streams.Name(),
@@ -185,6 +187,7 @@ Example (as root):
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually) (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
+	fs.Float64Var(&c.RampQueue, "ramp-queue", c.RampQueue, "share of a cell's measured s_max (its buffer, learned from one-way delay) that the ramp back on mmWave lets stand queued, and adds per RTT, in (0, 1]; less leaves headroom for the cell's capacity dips, at a slower fill")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
 	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
 	fs.StringVar(&c.TunnelCA, "tunnel-ca", c.TunnelCA, "CA certificate (PEM) that signed the tunnel server's certificate")
@@ -257,6 +260,8 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 		return nil, 0, nil, fmt.Errorf("--eqn2-bound: %w", err)
 	}
 	switch {
+	case !(c.RampQueue > 0 && c.RampQueue <= 1):
+		return nil, 0, nil, fmt.Errorf("--ramp-queue %v: must be in (0, 1]", c.RampQueue)
 	case c.SignalTimeout <= 0:
 		return nil, 0, nil, fmt.Errorf("--signal-timeout %v: must be positive", c.SignalTimeout)
 	case c.SmoothingBound <= 0 || c.SmoothingBound >= 200*time.Millisecond:
@@ -433,6 +438,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		SMaxDB:         db,
 		StableRate:     toggle(c.StableRate),
 		Eqn2Bound:      eqn2Bound,
+		RampQueue:      c.RampQueue,
 	})
 	if hf != nil {
 		hf.ctrlHint = ctrl.Hint

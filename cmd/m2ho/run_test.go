@@ -51,7 +51,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		Flows:       []string{"tcp dst-port 443 mode=m2ho", "tcp dst net 192.0.2.0/24 mode=pass"},
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
-		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Predictor: "streams", Eqn2Bound: "rate",
+		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Predictor: "streams", Eqn2Bound: "rate", RampQueue: 2.0 / 3,
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
 		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond,
 	}
@@ -171,6 +171,8 @@ func TestRunConfigCheck(t *testing.T) {
 		{"flow idle", func(c *runConfig) { c.FlowIdle = 0 }, []string{"--flow-idle"}},
 		{"socket", func(c *runConfig) { c.Socket = "" }, []string{"--socket"}},
 		{"eqn2 bound", func(c *runConfig) { c.Eqn2Bound = "lowest" }, []string{"--eqn2-bound", "lowest"}},
+		{"ramp queue zero", func(c *runConfig) { c.RampQueue = 0 }, []string{"--ramp-queue 0"}},
+		{"ramp queue above 1", func(c *runConfig) { c.RampQueue = 1.5 }, []string{"--ramp-queue 1.5"}},
 		{"hint rate wait negative", func(c *runConfig) { c.TunnelHintRateWait = -time.Millisecond }, []string{"--tunnel-hint-rate-wait"}},
 		{"hint rate wait long", func(c *runConfig) { c.TunnelHintRateWait = 3 * time.Second }, []string{"--tunnel-hint-rate-wait", "3s"}},
 	} {
