@@ -280,6 +280,8 @@ type Controller struct {
 	deliv      deliveryLog
 	served     deliveryLog
 	slotLag    lagMin
+	held       heldWindow
+	qRaw       int64 // the largest single sample in the serving cell (diagnostics, tests)
 	busySince  time.Time
 	lastSlotAt time.Time
 	qMax       int

@@ -114,10 +114,20 @@ func TestOneWayDelayClockCheck(t *testing.T) {
 // the slot's time when stamped is true, and its segments reach the
 // controller then.
 func queueCell(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur time.Duration, tsHz float64, rtt time.Duration, send func(t time.Duration) int) (paper, burstEst []int, drops int) {
-	return queueCellRead(c, f, A, capB, buf, seg, dur, tsHz, rtt, send, nil, false)
+	return queueCellOpts(c, f, A, capB, buf, seg, dur, tsHz, rtt, send, cellOpts{})
 }
 
-func queueCellRead(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur time.Duration, tsHz float64, rtt time.Duration, send func(t time.Duration) int, read func(t time.Duration) time.Duration, stamped bool) (paper, burstEst []int, drops int) {
+// cellOpts are queueCell's faults: read (above), stamped, and arrive,
+// when not nil, the time a segment sent at t reaches the cell (a wired
+// hop that stalls), at least t plus the wire delay.
+type cellOpts struct {
+	read    func(t time.Duration) time.Duration
+	stamped bool
+	arrive  func(t time.Duration) time.Duration
+}
+
+func queueCellOpts(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur time.Duration, tsHz float64, rtt time.Duration, send func(t time.Duration) int, o cellOpts) (paper, burstEst []int, drops int) {
+	read, stamped := o.read, o.stamped
 	const slot = 500 * time.Microsecond
 	const wire = 10 * time.Millisecond
 	type inSeg struct {
@@ -134,7 +144,11 @@ func queueCellRead(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int,
 		// The sender: what it sends in this slot enters the wire.
 		for ; sendT < now; sendT += 100 * time.Microsecond {
 			for range send(sendT) {
-				wireQ = append(wireQ, inSeg{at: sendT + wire, ts: uint32(sendT.Seconds() * tsHz), seq: seq})
+				at := sendT + wire
+				if o.arrive != nil {
+					at = max(o.arrive(sendT), at)
+				}
+				wireQ = append(wireQ, inSeg{at: at, ts: uint32(sendT.Seconds() * tsHz), seq: seq})
 				seq += uint32(seg)
 			}
 		}
@@ -277,13 +291,14 @@ func stalls(p, l time.Duration) func(t time.Duration) time.Duration {
 	}
 }
 
-// A phone that reads in bunches (here 12 ms of every 37) receives bytes
-// that left the cell before a segment joined its queue after the segment
-// joined it, and counting by receive time puts them ahead of it: ŝ_max
-// above the buffer. Counting also by the MAC slots' own timestamps, it
-// stays under the buffer; with slot events that carry no timestamp (the
-// served count on the receive clock too) the same run exceeds it, which
-// shows the case tests the timestamps.
+// A phone that reads in bunches (here nothing for 30 ms of every 67,
+// longer than heldFor) receives bytes that left the cell before a
+// segment joined its queue after the segment joined it, and counting by
+// receive time puts them ahead of it: ŝ_max above the buffer. Counting
+// also by the MAC slots' own timestamps, it stays under the buffer; with
+// slot events that carry no timestamp (the served count on the receive
+// clock too) the same run exceeds it, which shows the case tests the
+// timestamps.
 func TestSMaxOneWayDelayLateDelivery(t *testing.T) {
 	const capB, buf, seg = 5600, 300_000, 1400
 	const rtt = 300 * time.Millisecond
@@ -295,8 +310,8 @@ func TestSMaxOneWayDelayLateDelivery(t *testing.T) {
 		A := cell(sub6, "A")
 		var f Flow
 		c.Attach(t0, &f)
-		_, _, drops := queueCellRead(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm),
-			stalls(37*time.Millisecond, 12*time.Millisecond), stamped)
+		_, _, drops := queueCellOpts(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm),
+			cellOpts{read: stalls(67*time.Millisecond, 30*time.Millisecond), stamped: stamped})
 		c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
 		if drops == 0 {
 			t.Fatalf("the buffer never filled")
@@ -314,5 +329,38 @@ func TestSMaxOneWayDelayLateDelivery(t *testing.T) {
 	}
 	if stamped < buf/2 {
 		t.Fatalf("ŝ_max %d: less than half the buffer %d", stamped, buf)
+	}
+}
+
+// A wired hop before the cell that stalls (here 15 ms of every 53) holds
+// segments back and then hands them to the cell together: each is
+// counted from when it would have arrived, so the bytes the cell served
+// meanwhile count as queued with it, and single samples exceed the
+// buffer. The least sample over heldFor of the burst does not.
+func TestSMaxOneWayDelayUpstreamStall(t *testing.T) {
+	const capB, buf, seg = 5600, 300_000, 1400
+	const rtt = 300 * time.Millisecond
+	warm := 3 * owdBucket
+	db := NewSMaxDB()
+	c := New(Config{SMaxDB: db})
+	c.lastRTT = rtt
+	A := cell(sub6, "A")
+	var f Flow
+	c.Attach(t0, &f)
+	stall := stalls(53*time.Millisecond, 15*time.Millisecond)
+	_, _, drops := queueCellOpts(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm),
+		cellOpts{arrive: func(t time.Duration) time.Duration { return stall(t) + 10*time.Millisecond }, stamped: true})
+	raw := c.qRaw
+	c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
+	got, _ := db.Get(A)
+	t.Logf("drops %d; largest single sample %d, ŝ_max %d, buffer %d", drops, raw, got, buf)
+	if drops == 0 || raw <= buf {
+		t.Fatalf("the case tests nothing: drops %d, largest sample %d vs buffer %d", drops, raw, buf)
+	}
+	if got > buf {
+		t.Fatalf("ŝ_max %d exceeds the buffer %d", got, buf)
+	}
+	if got < buf/2 {
+		t.Fatalf("ŝ_max %d: less than half the buffer %d", got, buf)
 	}
 }

@@ -34,7 +34,7 @@ type returnCase struct {
 	// burst estimate; rampQueue is Config.RampQueue (0: the default).
 	measured  bool
 	rampQueue float64
-	dur    time.Duration
+	dur       time.Duration
 	// reorderAt > 0: from then on, every reorderEvery the link layer
 	// delivers one segment after the next (a HARQ retransmission on the
 	// air, RLC reordering): the laptop's duplicate ACK shows no loss.
