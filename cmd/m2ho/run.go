@@ -76,13 +76,16 @@ type runConfig struct {
 	// TunnelHintRateWait: how long an executed hint may wait for the
 	// tunnel's measured delivery rate on the new cell (its c_est).
 	TunnelHintRateWait time.Duration `yaml:"tunnel-hint-rate-wait"`
+	// TunnelReaderYield (a hidden flag, no YAML key): false turns the
+	// tunnel trace's yield to its DATAGRAM reader off, to measure it.
+	TunnelReaderYield bool `yaml:"-"`
 }
 
 // tunnel is the tunnel part of the configuration.
 func (c *runConfig) tunnel() tunnelFlags {
 	return tunnelFlags{Server: c.TunnelServer, ServerName: c.TunnelServerName, CA: c.TunnelCA, Cert: c.TunnelCert,
 		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost, CountDrops: c.TunnelCountDrops,
-		HintRateWait: c.TunnelHintRateWait}
+		HintRateWait: c.TunnelHintRateWait, NoReaderYield: !c.TunnelReaderYield}
 }
 
 func defaultRunConfig() runConfig {
@@ -104,6 +107,7 @@ func defaultRunConfig() runConfig {
 		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
 		RampQueue:          m2ho.DefaultRampQueue,
 		TunnelHints:        true,
+		TunnelReaderYield:  true,
 		TunnelHintRateWait: tunnel.DefaultHintRateWait,
 		Predictor:          m2ho.Streams.Name(),
 	}
@@ -203,6 +207,8 @@ Example (as root):
 	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
+	fs.BoolVar(&c.TunnelReaderYield, "tunnel-reader-yield", c.TunnelReaderYield, "with a tunnel trace (--tunnel-count-drops or --tunnel-qlog-dir): yield to the DATAGRAM reader when http3's per-stream queue is nearly full (false: as before, to measure it)")
+	fs.MarkHidden("tunnel-reader-yield")
 	return cmd
 }
 

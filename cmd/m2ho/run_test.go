@@ -53,7 +53,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
 		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Predictor: "streams", Eqn2Bound: "rate", RampQueue: 2.0 / 3,
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
-		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond,
+		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond, TunnelReaderYield: true,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("phone.yaml gave\n %+v\nwant\n %+v", c, want)

@@ -42,6 +42,12 @@ func BenchmarkTunnelBulk(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/%dMbps", dir, rate), func(b *testing.B) { benchBulk(b, dir == "down", rate, 0) })
 		}
 	}
+	// Both ends without yieldToReader, as before it.
+	for _, rate := range []int{200, 0} {
+		for _, dir := range []string{"down", "up"} {
+			b.Run(fmt.Sprintf("%s/%dMbps/no-yield", dir, rate), func(b *testing.B) { benchBulk(b, dir == "down", rate, noYield) })
+		}
+	}
 	// A client qlog file, written through bufferedFile and, as before it,
 	// unbuffered (one system call per JSON token).
 	b.Run("down/50Mbps/qlog", func(b *testing.B) { benchBulk(b, true, 50, qlogBuffered) })
@@ -78,6 +84,7 @@ const (
 	noTrace
 	syscallTUN
 	syscallTUNInline
+	noYield
 )
 
 func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
@@ -93,7 +100,7 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 		sdev = &devNullTUN{ChannelTUN: dev, null: null}
 	}
 	srv, err := NewServer(ServerConfig{Certificate: k.server, ClientCAs: k.pool, InnerPrefixes: []netip.Prefix{innerV4}, Routes: []netip.Prefix{routeV4},
-		inlineUplink: qlog == syscallTUNInline}, sdev)
+		inlineUplink: qlog == syscallTUNInline, noH3Yield: qlog == noYield}, sdev)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -110,6 +117,8 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 		cc.QlogDir, cc.qlogUnbuffered = b.TempDir(), qlog == qlogRaw
 	case noTrace:
 		cc.CountDrops = false
+	case noYield:
+		cc.NoReaderYield = true
 	}
 	c, err := Dial(ctx, cc)
 	if err != nil {

@@ -77,6 +77,11 @@ type ClientConfig struct {
 	// qlogUnbuffered writes the qlog file unbuffered, as before
 	// bufferedFile (BenchmarkTunnelBulk's before/after only).
 	qlogUnbuffered bool
+	// NoReaderYield turns the trace's yieldToReader off, as before it
+	// (for measuring it: BenchmarkTunnelBulk, m2ho run's hidden
+	// --tunnel-reader-yield=false). The yield needs the trace: without
+	// QlogDir or CountDrops there is none.
+	NoReaderYield bool
 }
 
 // ClientStats are the client's counters.
@@ -234,7 +239,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	// not paid for; the receive drops are then not counted here.
 	if cfg.QlogDir != "" || cfg.CountDrops {
 		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-			t := &countingTrace{count: func(reason string, _ bool) {
+			t := &countingTrace{noYield: cfg.NoReaderYield, count: func(reason string, _ bool) {
 				switch reason {
 				case "packet_too_large": // answered with a PTB, counted there
 				case reasonDatagramRecvQueue:

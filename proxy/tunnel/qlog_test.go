@@ -3,6 +3,8 @@ package tunnel
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"testing"
 
 	cipqlog "github.com/quic-go/connect-ip-go/qlog"
@@ -70,5 +72,55 @@ func TestH3DatagramQueueLossInferred(t *testing.T) {
 	}
 	if h3Lost(5, 7) != 0 {
 		t.Fatal("more processed than parsed (events in flight) must count 0")
+	}
+}
+
+// http3's goroutine records DatagramParsed for each DATAGRAM just before
+// it queues it, and wakes the reader, which Go runs only once that
+// goroutine stops: a burst fills the queue first. With the trace's yield
+// the reader drains it whenever it holds more than h3YieldDepth; without
+// it the whole burst waits. One P makes the schedule deterministic.
+func TestYieldToReaderLetsReaderDrain(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, noYield := range []bool{false, true} {
+		tr := &countingTrace{count: func(string, bool) {}, noYield: noYield}
+		r := tr.AddProducer()
+		var mu sync.Mutex
+		queued := 0
+		wake := make(chan struct{}, 1)
+		done := make(chan struct{})
+		go func() { // the reader: ReadPacket's loop
+			defer close(done)
+			for range wake {
+				mu.Lock()
+				n := queued
+				queued = 0
+				mu.Unlock()
+				for range n {
+					r.RecordEvent(cipqlog.PacketProcessed{Source: cipqlog.EndpointPeer, Outcome: cipqlog.PacketForwarded})
+				}
+			}
+		}()
+		deepest := 0
+		for range 200 { // http3's loop over a burst quic-go queued
+			r.RecordEvent(h3qlog.DatagramParsed{})
+			mu.Lock()
+			queued++
+			mu.Unlock()
+			deepest = max(deepest, int(tr.parsed.Load()-tr.processed.Load()))
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
+		close(wake)
+		<-done
+		t.Logf("yield %v: deepest queue %d", !noYield, deepest)
+		switch {
+		case !noYield && deepest > h3YieldDepth+1:
+			t.Errorf("with the yield the queue reached %d (> %d)", deepest, h3YieldDepth+1)
+		case noYield && deepest <= 32:
+			t.Errorf("without the yield the queue stayed at %d: the case tests nothing", deepest)
+		}
 	}
 }

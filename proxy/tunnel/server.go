@@ -96,6 +96,8 @@ type ServerConfig struct {
 	// ring (the receive-path test's and BenchmarkTunnelBulk's before/after
 	// only).
 	inlineUplink bool
+	// noH3Yield turns yieldToReader off, as before it (BenchmarkTunnelBulk).
+	noH3Yield bool
 }
 
 // ServerStats are the server's counters (Prometheus exports them).
@@ -975,7 +977,7 @@ func (s *Server) Wait() { s.wg.Wait() }
 // drop decisions (the only place they surface: ReadPacket drops silently)
 // and, with QlogDir, writes the trace to a file.
 func (s *Server) tracer(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-	t := &countingTrace{count: s.countDrop, migrated: func(remote netip.AddrPort) {
+	t := &countingTrace{noYield: s.cfg.noH3Yield, count: s.countDrop, migrated: func(remote netip.AddrPort) {
 		// Rare (a phone's uplink changed): one line each.
 		s.st.peerMigrations.Add(1)
 		s.log.Info("client migrated", zap.Stringer("odcid", odcid), zap.Stringer("remote", remote))
