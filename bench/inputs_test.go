@@ -194,6 +194,31 @@ func TestParseVariants(t *testing.T) {
 	if _, err := ParseVariants([]string{"x"}, []string{"x y=--a"}); err == nil {
 		t.Error("bad definition name accepted")
 	}
+	// Defined tunnel variants start the server: by their mode, with the
+	// server's defaults (or the builtin's of that name), or with the
+	// arguments after '|'; a builtin redefined as plain TCP does not.
+	vs, err = ParseVariants([]string{"q1", "q2", "q3", "quic", "quic-wave"}, []string{
+		"q1=--default-mode quic --tunnel-count-drops",
+		"q2=--default-mode m2ho --flow tcp dst-port 5201 mode=quic+m2ho",
+		"q3=--default-mode quic | --pacer wave",
+		"quic=--default-mode quic --tunnel-reader-yield=false",
+		"quic-wave=--default-mode m2ho",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantServer := [][]string{{}, {}, {"--pacer", "wave"}, {"--pacer", "none"}, nil}
+	for i, v := range vs {
+		if !reflect.DeepEqual(v.ServerArgs, wantServer[i]) {
+			t.Errorf("%s: server args %q, want %q", v.Name, v.ServerArgs, wantServer[i])
+		}
+	}
+	if !reflect.DeepEqual(vs[2].Args, []string{"--default-mode", "quic"}) {
+		t.Errorf("q3: run args %q", vs[2].Args)
+	}
+	if _, err := ParseVariants([]string{"x"}, []string{"x=--a | --b | --c"}); err == nil {
+		t.Error("two '|' accepted")
+	}
 }
 
 // A second bench into the same --out replaces the earlier one's runs

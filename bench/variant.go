@@ -48,12 +48,22 @@ var TunnelServerArgs = map[string][]string{
 }
 
 // ParseVariants resolves variant names. defs are extra definitions
-// "NAME=ARGS" (ARGS split on spaces) that add variants or override
-// builtins; a name with neither is an error naming it.
+// "NAME=ARGS" or "NAME=ARGS | SERVER ARGS" (split on spaces) that add
+// variants or override builtins; a name with neither is an error naming
+// it. A definition is a tunnel variant when it has the "|" part (the
+// `m2ho server` arguments, possibly none) or when ARGS send flows into
+// the tunnel (a quic or quic+m2ho mode, in --default-mode or a --flow
+// rule): then the server takes the builtin's arguments of the same name,
+// else its own defaults. Without that, a defined quic variant ran with
+// no tunnel server and `m2ho run` refused it.
 func ParseVariants(names []string, defs []string) ([]Variant, error) {
 	known := map[string][]string{}
 	for k, v := range BuiltinVariants {
 		known[k] = v
+	}
+	server := map[string][]string{}
+	for k, v := range TunnelServerArgs {
+		server[k] = v
 	}
 	for _, d := range defs {
 		name, args, ok := strings.Cut(d, "=")
@@ -61,7 +71,21 @@ func ParseVariants(names []string, defs []string) ([]Variant, error) {
 		if !ok || !validName(name) {
 			return nil, fmt.Errorf("--variant-def %q: want NAME=ARGS with NAME of letters, digits, '-', '_', '+'", d)
 		}
-		known[name] = strings.Fields(args)
+		run, srv, tunnel := strings.Cut(args, "|")
+		if strings.Contains(srv, "|") {
+			return nil, fmt.Errorf("--variant-def %q: more than one '|' (want NAME=RUN ARGS | SERVER ARGS)", d)
+		}
+		known[name] = strings.Fields(run)
+		switch {
+		case tunnel:
+			server[name] = append([]string{}, strings.Fields(srv)...)
+		case usesTunnel(known[name]):
+			if _, ok := server[name]; !ok {
+				server[name] = []string{}
+			}
+		default:
+			delete(server, name)
+		}
 	}
 	if len(names) == 0 {
 		return nil, fmt.Errorf("--variants: empty")
@@ -79,12 +103,32 @@ func ParseVariants(names []string, defs []string) ([]Variant, error) {
 		}
 		seen[n] = true
 		v := Variant{Name: n, Args: append([]string(nil), args...)}
-		if sa, ok := TunnelServerArgs[n]; ok {
+		if sa, ok := server[n]; ok {
 			v.ServerArgs = append([]string{}, sa...)
 		}
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// usesTunnel reports whether `m2ho run` arguments put flows into the
+// tunnel: a quic or quic+m2ho mode as --default-mode or in a --flow rule.
+func usesTunnel(args []string) bool {
+	for i, a := range args {
+		val, ok := "", false
+		switch {
+		case a == "--default-mode" && i+1 < len(args):
+			val, ok = args[i+1], true
+		case strings.HasPrefix(a, "--default-mode="):
+			val, ok = strings.TrimPrefix(a, "--default-mode="), true
+		case strings.HasPrefix(a, "mode="):
+			val, ok = strings.TrimPrefix(a, "mode="), true
+		}
+		if ok && (val == "quic" || val == "quic+m2ho") {
+			return true
+		}
+	}
+	return false
 }
 
 func validName(s string) bool {

@@ -43,7 +43,9 @@ hints), quic+m2ho (that and M2HO's verdicts on the inner TCP's ACKs). A
 tunnel variant starts m2ho server in the server namespace (keys from m2ho
 keys in the run's directory); the download goes through the tunnel and the
 summary adds the tunnel's own RTT. Define more with --variant-def
-NAME='ARGS for m2ho run'.
+NAME='ARGS for m2ho run'; one whose ARGS use a quic mode is a tunnel
+variant (the server as the builtin of that name, or its defaults), and
+NAME='RUN ARGS | SERVER ARGS' gives m2ho server's arguments too.
 
 Scenarios: builtin ` + strings.Join(benchScenarioNames(), ", ") + `, or a YAML path
 (low-bdp, high-bdp with 600 ms and bdp-switch between the two by handovers
@@ -55,6 +57,7 @@ which run and why, but its figures are not a result); 1 on any error.`,
 		Example: `  m2ho bench --scenario mixed-drive --repeat 3
   m2ho bench --scenario steady --duration 30s --scale 0.5
   m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
+  m2ho bench --variants quic,qw --variant-def 'qw=--default-mode quic --tunnel-hints=false | --pacer wave'
   m2ho bench --xcal drive-ho.csv --capacity udp-bw.log --variants pass
   m2ho bench --reanalyze bench-out/mixed-drive-20260101-120000 --scenario mixed-drive`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -120,7 +123,7 @@ which run and why, but its figures are not a result); 1 on any error.`,
 	f.DurationVar(&cfg.Duration, "duration", 0, "iperf3 duration per run (0: the scenario's)")
 	f.IntVar(&cfg.Repeat, "repeat", 1, "runs per variant, variants alternating")
 	f.StringSliceVar(&variants, "variants", []string{"pass", "m2ho"}, "variants to run, in this order")
-	f.StringArrayVar(&defs, "variant-def", nil, "define a variant: NAME=ARGS (arguments for m2ho run; repeatable)")
+	f.StringArrayVar(&defs, "variant-def", nil, "define a variant: NAME=ARGS (arguments for m2ho run) or NAME='RUN ARGS | SERVER ARGS' (a tunnel variant with m2ho server's arguments); repeatable")
 	f.StringVar(&cfg.OutDir, "out", "", "output directory (default ./bench-out/<scenario>-<timestamp>); the runs an earlier bench left there are replaced, anything else under its runs/ is refused")
 	f.StringVar(&cfg.Binary, "m2ho-binary", "", "m2ho executable for the proxy and emulator (default: this one)")
 	f.StringVar(&cfg.XCAL, "xcal", "", "replay a real drive: its XCAL export (every report, command and random access at its logged time); the scenario (default measured) gives the link settings")
