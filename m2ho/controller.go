@@ -272,14 +272,14 @@ type Controller struct {
 
 	// The queue measured from one-way delay (queue.go): deliv counts the
 	// downlink bytes received, served the bytes the MAC slots served by
-	// their own timestamps (on the phone's clock through slotLag);
+	// their own timestamps (on the phone's clock through slotOffset);
 	// busySince is when the MAC slots' current burst began (zero: none),
 	// lastSlotAt the last slot; qMax is the largest queue measured in the
 	// serving cell, qSaved the part of it already in the database; owdAt
 	// is when a flow last measured a wait.
 	deliv      deliveryLog
 	served     deliveryLog
-	slotLag    lagMin
+	slotLag    runMin
 	held       heldWindow
 	qRaw       int64 // the largest single sample in the serving cell (diagnostics, tests)
 	busySince  time.Time
@@ -587,7 +587,7 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	// RTTs under the floor are not believed (as in Eqn 2); without any
 	// RTT yet the floor stands in, the short window that errs low.
 	b, ended := c.burst.slot(ts, ev.RBRatio, ev.Bytes, max(c.lastRTT, c.cfg.RTTFloor))
-	c.served.add(ts.Add(c.slotLag.observe(now, ts)), ev.Bytes)
+	c.served.add(ts.Add(c.slotOffset(now, ts)), ev.Bytes)
 	c.lastSlotAt = now
 	switch {
 	case !c.burst.in:

@@ -61,7 +61,7 @@ import (
 //     then delivers a bunch; the bench's emulator on a loaded machine)
 //     would count as ahead of the segment. The MAC slots carry their own
 //     timestamps, so the bytes served after the start by the slots' clock
-//     (lagMin puts it on the phone's) bound the count too: the estimate
+//     (slotOffset puts it on the phone's) bound the count too: the estimate
 //     is the smaller of the two. Each errs high for another reason (the
 //     received count when the start's bytes came late, the served count
 //     when the segment itself did, by the slots served after it), so the
@@ -154,17 +154,14 @@ func (l *deliveryLog) since(t time.Time) int64 {
 // owdState is a flow's one-way delay offset: the phone's receive time
 // minus the sender's clock, both counted from the flow's first segment.
 type owdState struct {
-	on       bool
-	t0       time.Time
-	ts0      uint32
-	bucketAt time.Time     // start of the current bucket
-	cur      time.Duration // least offset in the current bucket
-	prev     time.Duration // least offset in the previous bucket
-	prevOK   bool
-	first    time.Duration // least offset of the first bucket
-	firstAt  time.Time
-	firstOK  bool
-	clockOK  bool // the sender's clock passed the slope check
+	on      bool
+	t0      time.Time
+	ts0     uint32
+	base    runMin        // the least offset per owdBucket
+	first   time.Duration // least offset of the first bucket
+	firstAt time.Time
+	firstOK bool
+	clockOK bool // the sender's clock passed the slope check
 }
 
 // wait is how long the segment carrying ts, received at now, waited
@@ -172,33 +169,60 @@ type owdState struct {
 // flow's clock has been checked (two buckets) and while it fails.
 func (o *owdState) wait(now time.Time, ts uint32) (time.Duration, bool) {
 	if !o.on {
-		*o = owdState{on: true, t0: now, ts0: ts, bucketAt: now}
+		*o = owdState{on: true, t0: now, ts0: ts}
+		o.base.add(now, 0, owdBucket)
 		return 0, false
 	}
 	off := now.Sub(o.t0) - time.Duration(int32(ts-o.ts0))*tsTick
-	if now.Sub(o.bucketAt) >= owdBucket {
+	if ended, endedAt, rolled := o.base.add(now, off, owdBucket); rolled {
 		if !o.firstOK {
-			o.first, o.firstAt, o.firstOK = o.cur, o.bucketAt, true
+			o.first, o.firstAt, o.firstOK = ended, endedAt, true
 		} else {
-			moved := o.cur - o.first
+			moved := ended - o.first
 			if moved < 0 {
 				moved = -moved
 			}
-			o.clockOK = float64(moved) <= owdMaxSlope*float64(o.bucketAt.Sub(o.firstAt))
+			o.clockOK = float64(moved) <= owdMaxSlope*float64(endedAt.Sub(o.firstAt))
 		}
-		o.prev, o.prevOK = o.cur, true
-		o.bucketAt, o.cur = now, off
-	} else if off < o.cur {
-		o.cur = off
 	}
 	if !o.clockOK {
 		return 0, false
 	}
-	base := o.cur
-	if o.prevOK && o.prev < base {
-		base = o.prev
+	return off - o.base.least() - owdMargin, true
+}
+
+// runMin is the least of a duration over the current and the previous
+// period: a minimum that forgets what is older than two periods.
+type runMin struct {
+	on     bool
+	at     time.Time // start of the current period
+	cur    time.Duration
+	prev   time.Duration
+	prevOK bool
+}
+
+// add records d at now; rolled reports that now began a new period, and
+// ended and endedAt are then the finished period's minimum and start.
+func (r *runMin) add(now time.Time, d, period time.Duration) (ended time.Duration, endedAt time.Time, rolled bool) {
+	switch {
+	case !r.on:
+		*r = runMin{on: true, at: now, cur: d}
+	case now.Sub(r.at) >= period:
+		ended, endedAt, rolled = r.cur, r.at, true
+		r.prev, r.prevOK = r.cur, true
+		r.at, r.cur = now, d
+	case d < r.cur:
+		r.cur = d
 	}
-	return off - base - owdMargin, true
+	return ended, endedAt, rolled
+}
+
+// least is the minimum over the current and the previous period.
+func (r *runMin) least() time.Duration {
+	if r.prevOK && r.prev < r.cur {
+		return r.prev
+	}
+	return r.cur
 }
 
 // queueSample measures the queue ahead of downlink segment p (new data of
@@ -294,37 +318,16 @@ func (h *heldWindow) add(now, burst time.Time, q int64) (int64, bool) {
 	return least, true
 }
 
-// lagMin is how far the phone's clock runs ahead of the MAC slots'
+// slotLag is how far the phone's clock runs ahead of the MAC slots'
 // timestamps (the modem's clock, or the emulator's): the least of now −
-// ts over the current and the previous owdBucket, i.e. the clocks' offset
-// plus the quickest a slot's event reached the controller. ts plus it is
-// the slot on the phone's clock, late by at most that quickest delivery
-// (which moves the served count's start later: errs low).
-type lagMin struct {
-	on       bool
-	bucketAt time.Time
-	cur      time.Duration
-	prev     time.Duration
-	prevOK   bool
-}
-
-// observe takes a slot stamped ts that reached the controller at now and
-// returns the offset to add to slot timestamps.
-func (l *lagMin) observe(now, ts time.Time) time.Duration {
-	d := now.Sub(ts)
-	switch {
-	case !l.on:
-		*l = lagMin{on: true, bucketAt: now, cur: d}
-	case now.Sub(l.bucketAt) >= owdBucket:
-		l.prev, l.prevOK = l.cur, true
-		l.bucketAt, l.cur = now, d
-	case d < l.cur:
-		l.cur = d
-	}
-	if l.prevOK && l.prev < l.cur {
-		return l.prev
-	}
-	return l.cur
+// ts over the current and the previous owdBucket (Controller.slotLag),
+// i.e. the clocks' offset plus the quickest a slot's event reached the
+// controller. ts plus it is the slot on the phone's clock, late by at
+// most that quickest delivery (which moves the served count's start
+// later: errs low). It returns the offset to add to slot timestamps.
+func (c *Controller) slotOffset(now, ts time.Time) time.Duration {
+	c.slotLag.add(now, now.Sub(ts), owdBucket)
+	return c.slotLag.least()
 }
 
 // busy reports whether the MAC slots show a burst in progress in the

@@ -300,24 +300,13 @@ func stalls(p, l time.Duration) func(t time.Duration) time.Duration {
 // clock too) the same run exceeds it, which shows the case tests the
 // timestamps.
 func TestSMaxOneWayDelayLateDelivery(t *testing.T) {
-	const capB, buf, seg = 5600, 300_000, 1400
-	const rtt = 300 * time.Millisecond
-	warm := 3 * owdBucket
+	const buf = 300_000
 	run := func(stamped bool) int {
-		db := NewSMaxDB()
-		c := New(Config{SMaxDB: db})
-		c.lastRTT = rtt
-		A := cell(sub6, "A")
-		var f Flow
-		c.Attach(t0, &f)
-		_, _, drops := queueCellOpts(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm),
-			cellOpts{read: stalls(67*time.Millisecond, 30*time.Millisecond), stamped: stamped})
-		c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
-		if drops == 0 {
+		r := floodQueue(t, buf, cellOpts{read: stalls(67*time.Millisecond, 30*time.Millisecond), stamped: stamped})
+		if r.drops == 0 {
 			t.Fatalf("the buffer never filled")
 		}
-		got, _ := db.Get(A)
-		return got
+		return r.sMax
 	}
 	unstamped, stamped := run(false), run(true)
 	t.Logf("ŝ_max: receive clock only %d, with the slots' clock %d, buffer %d", unstamped, stamped, buf)
@@ -338,21 +327,10 @@ func TestSMaxOneWayDelayLateDelivery(t *testing.T) {
 // meanwhile count as queued with it, and single samples exceed the
 // buffer. The least sample over heldFor of the burst does not.
 func TestSMaxOneWayDelayUpstreamStall(t *testing.T) {
-	const capB, buf, seg = 5600, 300_000, 1400
-	const rtt = 300 * time.Millisecond
-	warm := 3 * owdBucket
-	db := NewSMaxDB()
-	c := New(Config{SMaxDB: db})
-	c.lastRTT = rtt
-	A := cell(sub6, "A")
-	var f Flow
-	c.Attach(t0, &f)
+	const buf = 300_000
 	stall := stalls(53*time.Millisecond, 15*time.Millisecond)
-	_, _, drops := queueCellOpts(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm),
-		cellOpts{arrive: func(t time.Duration) time.Duration { return stall(t) + 10*time.Millisecond }, stamped: true})
-	raw := c.qRaw
-	c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
-	got, _ := db.Get(A)
+	r := floodQueue(t, buf, cellOpts{arrive: func(t time.Duration) time.Duration { return stall(t) + 10*time.Millisecond }, stamped: true})
+	drops, raw, got := r.drops, r.raw, r.sMax
 	t.Logf("drops %d; largest single sample %d, ŝ_max %d, buffer %d", drops, raw, got, buf)
 	if drops == 0 || raw <= buf {
 		t.Fatalf("the case tests nothing: drops %d, largest sample %d vs buffer %d", drops, raw, buf)
@@ -363,4 +341,31 @@ func TestSMaxOneWayDelayUpstreamStall(t *testing.T) {
 	if got < buf/2 {
 		t.Fatalf("ŝ_max %d: less than half the buffer %d", got, buf)
 	}
+}
+
+type floodResult struct {
+	sMax  int   // ŝ_max(A) saved in the database
+	raw   int64 // the largest single queue sample (Controller.qRaw)
+	drops int
+}
+
+// floodQueue runs floods on queueCell (5600 B per 0.5 ms slot, 1400 B
+// segments, a bloated 300 ms RTT) with the buffer and faults given, and
+// saves the measurement with a last event.
+func floodQueue(t *testing.T, buf int, o cellOpts) floodResult {
+	t.Helper()
+	const capB, seg = 5600, 1400
+	const rtt = 300 * time.Millisecond
+	warm := 3 * owdBucket
+	db := NewSMaxDB()
+	c := New(Config{SMaxDB: db})
+	c.lastRTT = rtt
+	A := cell(sub6, "A")
+	var f Flow
+	c.Attach(t0, &f)
+	_, _, drops := queueCellOpts(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm), o)
+	raw := c.qRaw
+	c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
+	got, _ := db.Get(A)
+	return floodResult{sMax: got, raw: raw, drops: drops}
 }
