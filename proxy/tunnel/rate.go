@@ -33,10 +33,22 @@ type RateMeter struct {
 	fresh chan struct{} // closed when the first interval after Restart closes; nil: no Restart pending
 }
 
-// Sample records bytes received at now; rtt is the tunnel's smoothed RTT.
+// rateMinInterval is the shortest interval RateMeter measures over: the
+// phone receives in bunches (the radio's slots, 0.125-1 ms; quic-go's
+// batched UDP reads; a busy receive goroutine), so an interval shorter
+// than a few of those holds part of one bunch over less than its spread
+// and reads a burst's rate, not the link's. A 5G path's RTT (20-70 ms)
+// is far above it; a loopback tunnel's (0.1-0.3 ms) is not: there a
+// loaded host spread a 10-packet batch over more than the RTT, and the
+// hint said 17.2 MB/s for a 0.6 MB/s delivery
+// (TestExecutedHintCarriesDeliveredRate, 2026-12-02).
+const rateMinInterval = 5 * time.Millisecond
+
+// Sample records bytes received at now; rtt is the tunnel's smoothed RTT
+// (the interval, at least rateMinInterval).
 func (m *RateMeter) Sample(now time.Time, bytes int, rtt time.Duration) {
 	m.mu.Lock()
-	m.est.Sample(now, bytes, rtt)
+	m.est.Sample(now, bytes, max(rtt, rateMinInterval))
 	if m.fresh != nil && m.est.Rate() > 0 {
 		close(m.fresh)
 		m.fresh = nil

@@ -95,8 +95,9 @@ func TestExecutedHintCarriesDeliveredRate(t *testing.T) {
 	rp.mu.Lock()
 	got := rp.hints[0].CEst
 	rp.mu.Unlock()
-	// One RTT-long interval on loopback (an RTT well below the gap) closes
-	// at the batch after the one that opened it: it holds one batch's
+	// One interval (the loopback RTT is below rateMinInterval, which is
+	// below the gap) closes at the batch after the one that opened it, as
+	// long as a batch arrives within rateMinInterval: it holds one batch's
 	// bytes over one batch gap, which a loaded host stretches or shrinks
 	// by up to a gap; the bound is that quantisation, a factor of 2.
 	t.Logf("c_est %.0f B/s, delivered %.0f B/s (tunnel RTT %v)", got, delivered, c.ConnectionStats().SmoothedRTT)
@@ -163,5 +164,23 @@ func TestRateMeterRestart(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { m.Sample(t0, 1200, time.Millisecond) }); n != 0 {
 		t.Fatalf("Sample: %v allocations", n)
+	}
+}
+
+// An RTT below rateMinInterval measures over rateMinInterval: a 10-packet
+// bunch spread over 1 ms with a 0.2 ms RTT, every 10 ms, is 1.2 MB/s, not
+// the bunch's 12 MB/s (what the RTT-long interval read: 5 packets in
+// 0.5 ms).
+func TestRateMeterMinInterval(t *testing.T) {
+	var m RateMeter
+	t0 := time.Unix(0, 0)
+	m.Restart()
+	for b := range 3 {
+		for i := range 10 {
+			m.Sample(t0.Add(time.Duration(b)*10*time.Millisecond+time.Duration(i)*100*time.Microsecond), 1200, 200*time.Microsecond)
+		}
+	}
+	if r := m.Rate(); r < 0.6e6 || r > 2.4e6 {
+		t.Fatalf("rate %.0f B/s over 10-packet bunches every 10 ms (1.2 MB/s): the interval followed the 0.2 ms RTT", r)
 	}
 }
