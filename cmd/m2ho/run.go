@@ -201,13 +201,13 @@ Example (as root):
 	fs.StringVar(&c.TunnelQlogDir, "tunnel-qlog-dir", c.TunnelQlogDir, "write the tunnel connection's qlog into this directory (empty: off)")
 	fs.StringVar(&c.TunnelNATHost, "tunnel-nat-host", c.TunnelNATHost, "tethered host that the tunnel's inner address stands for from the start, so the far side may open connections to it (default: the first host that sends)")
 	fs.StringVar(&c.TunnelRTTLog, "tunnel-rtt-log", c.TunnelRTTLog, "file to append the tunnel's RTT to every 100ms: unix_ns, latest, smoothed, min RTT in ms (quic-go's statistics; empty: off)")
-	fs.BoolVar(&c.TunnelCountDrops, "tunnel-count-drops", c.TunnelCountDrops, "count the tunnel DATAGRAMs quic-go and http3 drop on receipt (shown when the tunnel stops and in the metrics; costs a qlog trace in quic-go, ~8 allocations per packet; a --tunnel-qlog-dir counts them too)")
+	fs.BoolVar(&c.TunnelCountDrops, "tunnel-count-drops", c.TunnelCountDrops, "count the tunnel DATAGRAMs quic-go drops on receipt too (http3's are counted anyway; shown when the tunnel stops and in the metrics; costs quic-go's qlog events, ~8 allocations per packet; a --tunnel-qlog-dir counts them too)")
 	fs.BoolVar(&c.TunnelHints, "tunnel-hints", c.TunnelHints, "send the controller's handover hints (predicted with ŝ_max, executed with c_est, withdrawn) to the tunnel server")
 	fs.DurationVar(&c.TunnelHintRateWait, "tunnel-hint-rate-wait", c.TunnelHintRateWait, "longest an executed hint waits for the tunnel's measured delivery rate on the new cell (its c_est; 0: send at once with c_est unknown, and the server restarts from its current rate). On long paths (RTT ≫ this) the first measured interval may close later than this: the hint then goes with c_est unknown")
 	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
-	fs.BoolVar(&c.TunnelReaderYield, "tunnel-reader-yield", c.TunnelReaderYield, "with a tunnel trace (--tunnel-count-drops or --tunnel-qlog-dir): yield to the DATAGRAM reader when http3's per-stream queue is nearly full (false: as before, to measure it)")
+	fs.BoolVar(&c.TunnelReaderYield, "tunnel-reader-yield", c.TunnelReaderYield, "yield to the tunnel's DATAGRAM reader, and wait for it, when http3's per-stream queue is nearly full (false: as before, with no trace unless --tunnel-count-drops or --tunnel-qlog-dir; to measure it)")
 	fs.MarkHidden("tunnel-reader-yield")
 	return cmd
 }

@@ -30,9 +30,10 @@ type tunnelFlags struct {
 	LocalAddr  string `yaml:"tunnel-local-addr"`  // uplink address to send from (default: any)
 	QlogDir    string `yaml:"tunnel-qlog-dir"`
 	NATHost    string // the tethered host the inner address stands for before it sent anything
-	// CountDrops counts the DATAGRAMs quic-go and http3 drop on receipt
-	// (tunnel.ClientConfig.CountDrops: a qlog trace without a file, ~8
-	// allocations per packet in quic-go), for the stop line and metrics.
+	// CountDrops counts the DATAGRAMs quic-go drops on receipt too
+	// (tunnel.ClientConfig.CountDrops: quic-go's qlog events without a
+	// file, ~8 allocations per packet in quic-go), for the stop line and
+	// metrics; http3's are counted without it.
 	CountDrops bool `yaml:"tunnel-count-drops"`
 	// HintRateWait: tunnel.ClientConfig.HintRateWait, except that 0
 	// means no wait (the flag's 0), not the default.

@@ -277,7 +277,8 @@ func (l *tunnelLink) Close() error {
 	l.log.Info("tunnel stopped", zap.Uint64("packets_up", s.PacketsUp), zap.Uint64("packets_down", s.PacketsDown),
 		zap.Uint64("drop_up_queue_full", s.DropUpQueueFull), zap.Uint64("drop_down_queue_full", s.DropDownQueueFull),
 		zap.Uint64("drop_up_queue_limit", s.DropUpQueueLimit),
-		zap.Bool("receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != ""),
+		zap.Bool("quic_receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != ""),
+		zap.Bool("h3_receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != "" || !l.flags.NoReaderYield),
 		zap.Uint64("drop_quic_datagram_receive_queue", s.DropDatagramRecvQueue), zap.Uint64("drop_h3_datagram_queue", s.DropH3DatagramQueue),
 		zap.Uint64("drop_tunnel_down", l.st.downDrops.Load()), zap.Uint64("restarts", l.st.restarts.Load()))
 	return nil

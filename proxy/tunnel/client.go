@@ -59,12 +59,14 @@ type ClientConfig struct {
 	NATHosts []netip.Addr
 	// QlogDir, when set, gets the connection's qlog file.
 	QlogDir string
-	// CountDrops keeps a qlog trace without a file too, so that the
-	// DATAGRAMs quic-go and http3 drop on receipt are counted
-	// (DropDatagramRecvQueue, DropH3DatagramQueue; qlog.go). Off by
-	// default: with a trace quic-go builds an event per packet
-	// (BenchmarkTunnelUpload: ~22 -> ~30 allocations per packet), which
-	// also slows the receive chain whose lag causes those drops.
+	// CountDrops keeps quic-go's events in the trace without a file too,
+	// so that the DATAGRAMs quic-go drops on receipt are counted
+	// (DropDatagramRecvQueue; qlog.go). Off by default: with quic-go's
+	// events in the trace it builds one per packet (BenchmarkTunnelUpload:
+	// ~22 -> ~30 allocations per packet), which also slows the receive
+	// chain whose lag causes those drops. http3's queue loss
+	// (DropH3DatagramQueue) is counted either way, unless NoReaderYield
+	// leaves the client without a trace.
 	CountDrops bool
 	// Log gets the client's log lines (zap.NewNop when nil).
 	Log *zap.Logger
@@ -79,9 +81,11 @@ type ClientConfig struct {
 	qlogUnbuffered bool
 	// NoReaderYield turns the trace's yieldToReader off, as before it
 	// (for measuring it: BenchmarkTunnelBulk, m2ho run's hidden
-	// --tunnel-reader-yield=false). The yield needs the trace: without
-	// QlogDir or CountDrops there is none.
+	// --tunnel-reader-yield=false); without QlogDir or CountDrops the
+	// client then has no trace, as before.
 	NoReaderYield bool
+	// onTrace gets each connection's trace (tests only).
+	onTrace func(*countingTrace)
 }
 
 // ClientStats are the client's counters.
@@ -233,13 +237,18 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		MaxIdleTimeout:    30 * time.Second,
 		KeepAlivePeriod:   10 * time.Second,
 	}
-	// Without a qlog file or CountDrops the client needs no trace: Write
-	// checks source and destination itself (allowed) before connect-ip-go
-	// would, so the per-packet qlog events quic-go builds for a trace are
-	// not paid for; the receive drops are then not counted here.
-	if cfg.QlogDir != "" || cfg.CountDrops {
+	// Without a qlog file or CountDrops the client's trace is light: no
+	// quic-go events (quic-go builds one per packet for a full trace), only
+	// http3's and connect-ip-go's two per DATAGRAM, which yieldToReader
+	// needs and which count http3's queue loss (DropH3DatagramQueue);
+	// quic-go's own receive drops are then not counted. Write checks
+	// source and destination itself (allowed) before connect-ip-go would.
+	// NoReaderYield without either needs no trace at all (as before the
+	// yield).
+	if cfg.QlogDir != "" || cfg.CountDrops || !cfg.NoReaderYield {
+		light := cfg.QlogDir == "" && !cfg.CountDrops
 		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-			t := &countingTrace{noYield: cfg.NoReaderYield, count: func(reason string, _ bool) {
+			t := &countingTrace{noYield: cfg.NoReaderYield, light: light, count: func(reason string, _ bool) {
 				switch reason {
 				case "packet_too_large": // answered with a PTB, counted there
 				case reasonDatagramRecvQueue:
@@ -254,6 +263,9 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 					c.st.refused.Add(1)
 				}
 			}}
+			if cfg.onTrace != nil {
+				cfg.onTrace(t)
+			}
 			if cfg.QlogDir == "" {
 				return t
 			}

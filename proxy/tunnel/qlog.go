@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"sync/atomic"
+	"time"
 
 	cipqlog "github.com/quic-go/connect-ip-go/qlog"
 	h3qlog "github.com/quic-go/quic-go/http3/qlog"
@@ -46,9 +47,39 @@ type countingTrace struct {
 	// yieldToReader).
 	parsed, processed atomic.Uint64
 	noYield           bool
+
+	// light: the trace leaves quic-go's own events out (see AddProducer):
+	// what the client keeps when it has no file and does not count
+	// quic-go's drops, so that yieldToReader and the http3 queue's loss
+	// cost two events per DATAGRAM instead of quic-go's per packet.
+	light     bool
+	producers atomic.Int32
+
+	// yieldToReader's wait for a reader running on another P (one waiter:
+	// http3's DATAGRAM goroutine, one per connection).
+	waiting   atomic.Bool
+	drained   chan struct{} // cap 1: the reader brought the queue down
+	waitTimer *time.Timer
+	waits     atomic.Uint64 // waits begun
+	waitsOut  atomic.Uint64 // of those, ended by h3WaitMax
+	// waitMax bounds the wait (0: h3WaitMax; < 0: no wait, the yields
+	// only, as before it). Tests only.
+	waitMax time.Duration
+
+	recorded atomic.Uint64 // events recorded, of every producer
 }
 
+// AddProducer gives each layer its recorder: quic-go's connection asks
+// first (in Dial or Listen, before the connection is returned), then
+// http3 and connect-ip-go (Conn.QlogTrace). A light trace answers quic-go
+// with no recorder, so quic-go builds no event at all (it checks for a
+// nil recorder before each), while http3's DatagramParsed and
+// connect-ip-go's PacketProcessed still come (TestLightTraceSkipsQUICEvents
+// holds quic-go v0.65 to that order).
 func (t *countingTrace) AddProducer() qlogwriter.Recorder {
+	if t.producers.Add(1) == 1 && t.light && t.file == nil {
+		return nil
+	}
 	r := &countingRecorder{t: t, count: t.count, migrated: t.migrated}
 	if t.file != nil {
 		r.file = t.file.AddProducer()
@@ -64,10 +95,12 @@ type countingRecorder struct {
 }
 
 func (r *countingRecorder) RecordEvent(ev qlogwriter.Event) {
+	r.t.recorded.Add(1)
 	if pp, ok := ev.(cipqlog.PacketProcessed); ok {
 		if pp.Source == cipqlog.EndpointPeer {
 			r.t.processed.Add(1)
 			r.count(eventPeerPacketProcessed, true)
+			r.t.readerProgress()
 		}
 		if pp.Outcome == cipqlog.PacketDropped {
 			r.count(string(pp.Reason), pp.Source == cipqlog.EndpointPeer)
@@ -135,29 +168,99 @@ const (
 // loss, and 5-6 % on loopback at 200 Mbit/s (BenchmarkTunnelBulk).
 // http3 records its DatagramParsed event in that goroutine just before
 // it queues the DATAGRAM, so the trace's recorder can yield there
-// (runtime.Gosched) while the queue holds h3YieldDepth or more, at most
-// h3YieldMax times per DATAGRAM; the reader, first in line, then runs.
-// What waits meanwhile waits in quic-go's queue of 128, which counts its
-// drops (DropDatagramRecvQueue).
+// (runtime.Gosched) while the queue holds more than h3YieldDepth, at most
+// h3YieldMax times; the reader, first in line, then runs.
+//
+// A reader that runs on another P meanwhile is not helped by a yield: it
+// reads at its own pace while http3's goroutine, yielding to nobody,
+// fills the queue (the yield halved the drops on the 5G drive, it did
+// not end them). So if the queue is still that deep after the yields,
+// http3's goroutine waits, off its P, until the reader has brought the
+// queue down to h3ResumeDepth (readerProgress), at most h3WaitMax. What
+// arrives meanwhile waits in quic-go's queue of 128, which counts its
+// drops (DropDatagramRecvQueue): a burst has 160 places instead of 32
+// before it is cut, and a reader that stopped costs at most h3WaitMax per
+// DATAGRAM, never a drop of its own.
 //
 // The depth is parsed less processed: a DATAGRAM for another stream or
 // context (counted parsed, never processed) raises it for good, which
-// costs at most h3YieldMax yields per DATAGRAM from then on, never a drop.
+// costs yields and waits, never a drop; a session has one stream.
 func (t *countingTrace) yieldToReader() {
 	if t.noYield {
 		return
 	}
-	for i := 0; i < h3YieldMax && t.parsed.Load()-t.processed.Load() > h3YieldDepth; i++ {
+	for i := 0; i < h3YieldMax && t.depth() > h3YieldDepth; i++ {
 		runtime.Gosched()
+	}
+	if t.depth() <= h3YieldDepth || t.waitMax < 0 {
+		return
+	}
+	d := h3WaitMax
+	if t.waitMax > 0 {
+		d = t.waitMax
+	}
+	if t.drained == nil {
+		t.drained = make(chan struct{}, 1)
+		t.waitTimer = time.NewTimer(d)
+	} else {
+		t.waitTimer.Reset(d)
+	}
+	t.waits.Add(1)
+	t.waiting.Store(true)
+	// readerProgress loads waiting after it counts and signals only when
+	// set: a reader that brought the queue down before the Store is seen
+	// by the depth check here, one after it signals (and drained, made
+	// before the Store, is visible to it).
+wait:
+	for t.depth() > h3ResumeDepth {
+		select {
+		case <-t.drained:
+		case <-t.waitTimer.C:
+			t.waitsOut.Add(1)
+			break wait
+		}
+	}
+	t.waiting.Store(false)
+	t.waitTimer.Stop()
+	select { // a signal sent after the loop saw the depth fall
+	case <-t.drained:
+	default:
 	}
 }
 
-// h3YieldDepth and h3YieldMax set yieldToReader: three quarters of http3's
-// per-stream queue (32, quic-go v0.65 http3/state_tracking_stream.go), and
-// enough yields for a reader that was runnable to run.
+// readerProgress is the reader's side of yieldToReader's wait, after each
+// DATAGRAM connect-ip-go processed.
+func (t *countingTrace) readerProgress() {
+	if t.waiting.Load() && t.depth() <= h3ResumeDepth {
+		select {
+		case t.drained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// depth is how many DATAGRAMs http3 handed to the stream and the reader
+// has not processed yet.
+func (t *countingTrace) depth() uint64 {
+	p, q := t.parsed.Load(), t.processed.Load()
+	if q >= p {
+		return 0
+	}
+	return p - q
+}
+
+// h3YieldDepth, h3YieldMax, h3ResumeDepth and h3WaitMax set
+// yieldToReader: three quarters of http3's per-stream queue (32, quic-go
+// v0.65 http3/state_tracking_stream.go); enough yields for a reader that
+// was runnable to run; a wait ends with the queue at a quarter, so that
+// http3's goroutine then has a burst's room before it waits again; and
+// at most about what quic-go's queue of 128 holds at the drive's peak
+// DATAGRAM rate (~36 k/s: 3.5 ms).
 const (
-	h3YieldDepth = 24
-	h3YieldMax   = 4
+	h3YieldDepth  = 24
+	h3YieldMax    = 4
+	h3ResumeDepth = 8
+	h3WaitMax     = 2 * time.Millisecond
 )
 
 // h3Lost is the inferred silent loss of http3's DATAGRAM queue from the
