@@ -244,7 +244,13 @@ type CellSMax struct {
 	Type        string         `json:"type"`
 	BufferBytes int64          `json:"buffer_bytes"`
 	SMaxBytes   map[string]int `json:"smax_bytes"`
+	// SMaxValidBytes is the same over the variant's valid runs only: a run
+	// the emulator marked invalid delivered late, which is what makes an
+	// estimate err high (m2ho/queue.go, "Late deliveries").
+	SMaxValidBytes map[string]int `json:"smax_valid_bytes"`
 	// Exceeds lists the variants whose estimate is above the buffer (an
-	// estimate that is no lower bound).
-	Exceeds []string `json:"exceeds,omitempty"`
+	// estimate that is no lower bound); ExceedsInValidRuns those whose
+	// estimate from a valid run is.
+	Exceeds            []string `json:"exceeds,omitempty"`
+	ExceedsInValidRuns []string `json:"exceeds_in_valid_runs,omitempty"`
 }

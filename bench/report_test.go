@@ -4,6 +4,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/m2ho/m2ho/bench/emu"
 )
 
 // Convergence over a 1 s window: ten 0.1 s bins from RA at 1.0 s,
@@ -151,4 +153,35 @@ func FuzzReadVerdictLog(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A cell's ŝ_max is judged as a lower bound on the valid runs too: an
+// estimate above the buffer from a run the emulator marked late is listed
+// apart (exceeds, not exceeds_in_valid_runs) and starred in summary.md with
+// the valid runs' largest beside it.
+func TestCellSMaxValidRuns(t *testing.T) {
+	cells := []emu.CellInfo{{ID: "n261-b", Type: "mmwave", BufferBytes: 695_400}, {ID: "n77-a", Type: "sub6", BufferBytes: 416_100}}
+	runs := []RunResult{
+		{Variant: "m2ho", Index: 0, Cells: cells, SMax: map[string]int{"n261-b": 718_208, "n77-a": 390_000}, Problems: []string{"emulator marked the run invalid (late_pct 1.05)"}},
+		{Variant: "m2ho", Index: 1, Cells: cells, SMax: map[string]int{"n261-b": 661_832, "n77-a": 420_000}},
+	}
+	s := Summarize(runs, Meta{Scenario: "x", Repeat: 2, Variants: []Variant{{Name: "m2ho"}}})
+	byID := map[string]CellSMax{}
+	for _, c := range s.Cells {
+		byID[c.ID] = c
+	}
+	b, a := byID["n261-b"], byID["n77-a"]
+	if b.SMaxBytes["m2ho"] != 718_208 || b.SMaxValidBytes["m2ho"] != 661_832 || len(b.Exceeds) != 1 || len(b.ExceedsInValidRuns) != 0 {
+		t.Errorf("n261-b: %+v: want 718 208 over all runs (exceeds), 661 832 over the valid one (no exceedance)", b)
+	}
+	if a.SMaxValidBytes["m2ho"] != 420_000 || len(a.ExceedsInValidRuns) != 1 {
+		t.Errorf("n77-a: %+v: the valid run's 420 000 exceeds 416 100", a)
+	}
+	var md strings.Builder
+	if err := s.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| n261-b | mmwave | 695400 | 718208* (661832) |") || !strings.Contains(md.String(), "| n77-a | sub6 | 416100 | 420000 |") {
+		t.Errorf("summary.md cells:\n%s", md.String())
+	}
 }

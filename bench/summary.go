@@ -178,18 +178,21 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		}
 		for _, c := range r.Cells {
 			if cells[c.ID] == nil {
-				cells[c.ID] = &CellSMax{ID: c.ID, Type: c.Type, BufferBytes: c.BufferBytes, SMaxBytes: map[string]int{}}
+				cells[c.ID] = &CellSMax{ID: c.ID, Type: c.Type, BufferBytes: c.BufferBytes, SMaxBytes: map[string]int{}, SMaxValidBytes: map[string]int{}}
 				cellOrder = append(cellOrder, c.ID)
 			}
 		}
 		for id, v := range r.SMax {
 			c := cells[id]
 			if c == nil {
-				c = &CellSMax{ID: id, SMaxBytes: map[string]int{}}
+				c = &CellSMax{ID: id, SMaxBytes: map[string]int{}, SMaxValidBytes: map[string]int{}}
 				cells[id] = c
 				cellOrder = append(cellOrder, id)
 			}
 			c.SMaxBytes[r.Variant] = max(c.SMaxBytes[r.Variant], v)
+			if r.Valid() {
+				c.SMaxValidBytes[r.Variant] = max(c.SMaxValidBytes[r.Variant], v)
+			}
 		}
 	}
 	for _, id := range cellOrder {
@@ -197,6 +200,9 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		for _, v := range m.Variants {
 			if c.BufferBytes > 0 && int64(c.SMaxBytes[v.Name]) > c.BufferBytes {
 				c.Exceeds = append(c.Exceeds, v.Name)
+			}
+			if c.BufferBytes > 0 && int64(c.SMaxValidBytes[v.Name]) > c.BufferBytes {
+				c.ExceedsInValidRuns = append(c.ExceedsInValidRuns, v.Name)
 			}
 		}
 		s.Cells = append(s.Cells, *c)
@@ -551,7 +557,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		}
 	}
 	if len(s.Cells) > 0 {
-		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\n| cell | type | buffer (B) |")
+		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\nThe largest over each variant's runs; * = it came from a run marked invalid (late deliveries make the estimate err high), the largest over the valid runs in brackets.\n\n| cell | type | buffer (B) |")
 		var names []string
 		for _, v := range s.Variants {
 			names = append(names, v.Name)
@@ -561,7 +567,11 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		for _, c := range s.Cells {
 			fmt.Fprintf(b, "| %s | %s | %d |", c.ID, c.Type, c.BufferBytes)
 			for _, n := range names {
-				fmt.Fprintf(b, " %d |", c.SMaxBytes[n])
+				if all, valid := c.SMaxBytes[n], c.SMaxValidBytes[n]; all != valid {
+					fmt.Fprintf(b, " %d* (%d) |", all, valid)
+				} else {
+					fmt.Fprintf(b, " %d |", all)
+				}
 			}
 			b.WriteString("\n")
 		}
