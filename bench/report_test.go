@@ -184,4 +184,13 @@ func TestCellSMaxValidRuns(t *testing.T) {
 	if !strings.Contains(md.String(), "| n261-b | mmwave | 695400 | 718208* (661832) |") || !strings.Contains(md.String(), "| n77-a | sub6 | 416100 | 420000 |") {
 		t.Errorf("summary.md cells:\n%s", md.String())
 	}
+	// Only the invalid run estimated the cell: no valid figure, not 0.
+	runs[1].SMax = map[string]int{"n77-a": 400_000}
+	md.Reset()
+	if err := Summarize(runs, Meta{Scenario: "x", Repeat: 2, Variants: []Variant{{Name: "m2ho"}}}).WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "| n261-b | mmwave | 695400 | 718208* (–) |") {
+		t.Errorf("summary.md cells, no valid estimate:\n%s", md.String())
+	}
 }

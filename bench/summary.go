@@ -557,7 +557,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		}
 	}
 	if len(s.Cells) > 0 {
-		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\nThe largest over each variant's runs; * = it came from a run marked invalid (late deliveries make the estimate err high), the largest over the valid runs in brackets.\n\n| cell | type | buffer (B) |")
+		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\nThe largest over each variant's runs; * = it came from a run marked invalid (late deliveries make the estimate err high), the largest over the valid runs in brackets (– none estimated it).\n\n| cell | type | buffer (B) |")
 		var names []string
 		for _, v := range s.Variants {
 			names = append(names, v.Name)
@@ -567,9 +567,13 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		for _, c := range s.Cells {
 			fmt.Fprintf(b, "| %s | %s | %d |", c.ID, c.Type, c.BufferBytes)
 			for _, n := range names {
-				if all, valid := c.SMaxBytes[n], c.SMaxValidBytes[n]; all != valid {
+				all, valid := c.SMaxBytes[n], c.SMaxValidBytes[n]
+				switch _, ok := c.SMaxValidBytes[n]; {
+				case !ok && all > 0:
+					fmt.Fprintf(b, " %d* (–) |", all) // no valid run estimated it
+				case all != valid:
 					fmt.Fprintf(b, " %d* (%d) |", all, valid)
-				} else {
+				default:
 					fmt.Fprintf(b, " %d |", all)
 				}
 			}
