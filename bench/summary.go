@@ -567,8 +567,8 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		for _, c := range s.Cells {
 			fmt.Fprintf(b, "| %s | %s | %d |", c.ID, c.Type, c.BufferBytes)
 			for _, n := range names {
-				all, valid := c.SMaxBytes[n], c.SMaxValidBytes[n]
-				switch _, ok := c.SMaxValidBytes[n]; {
+				all := c.SMaxBytes[n]
+				switch valid, ok := c.SMaxValidBytes[n]; {
 				case !ok && all > 0:
 					fmt.Fprintf(b, " %d* (–) |", all) // no valid run estimated it
 				case all != valid:

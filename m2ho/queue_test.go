@@ -220,15 +220,10 @@ func floods(capB, seg int, warm time.Duration) func(t time.Duration) int {
 // and it finds most of the buffer.
 func TestSMaxFromOneWayDelayNotAboveBuffer(t *testing.T) {
 	const capB, buf, seg = 5600, 300_000, 1400 // 11.2 MB/s, a 27 ms buffer
-	const rtt = 300 * time.Millisecond
-	db := NewSMaxDB()
-	c := New(Config{SMaxDB: db})
-	c.lastRTT = rtt
-	A := cell(sub6, "A")
-	var f Flow
-	c.Attach(t0, &f)
+	const rtt = floodRTT
+	c, db, f, A := floodController()
 	warm := 3 * owdBucket
-	paper, est, drops := queueCell(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm))
+	paper, est, drops := queueCell(c, f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm))
 	c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0)) // a last event saves the measurement
 	pMax, eMax := 0, 0
 	for i := range est {
@@ -258,7 +253,7 @@ func TestSMaxFromOneWayDelayNotAboveBuffer(t *testing.T) {
 		at = at.Add(50 * time.Microsecond)
 		p.Seq += seg
 		p.TSval = uint32(at.Sub(t0)/time.Millisecond) - 20
-		c.OnPacket(at, &f, p)
+		c.OnPacket(at, f, p)
 	}); n != 0 {
 		t.Fatalf("%v allocations per downlink segment", n)
 	}
@@ -349,21 +344,30 @@ type floodResult struct {
 	drops int
 }
 
+// floodRTT is the flood tests' bloated RTT: over an RTT-long window the
+// delivery rate is low, so the burst rule's estimate overshoots.
+const floodRTT = 300 * time.Millisecond
+
+// floodController is the controller, database, flow and sub-6 cell the
+// flood tests share, the flow attached at t0.
+func floodController() (*Controller, *SMaxDB, *Flow, signaling.Cell) {
+	db := NewSMaxDB()
+	c := New(Config{SMaxDB: db})
+	c.lastRTT = floodRTT
+	f := &Flow{}
+	c.Attach(t0, f)
+	return c, db, f, cell(sub6, "A")
+}
+
 // floodQueue runs floods on queueCell (5600 B per 0.5 ms slot, 1400 B
 // segments, a bloated 300 ms RTT) with the buffer and faults given, and
 // saves the measurement with a last event.
 func floodQueue(t *testing.T, buf int, o cellOpts) floodResult {
 	t.Helper()
 	const capB, seg = 5600, 1400
-	const rtt = 300 * time.Millisecond
 	warm := 3 * owdBucket
-	db := NewSMaxDB()
-	c := New(Config{SMaxDB: db})
-	c.lastRTT = rtt
-	A := cell(sub6, "A")
-	var f Flow
-	c.Attach(t0, &f)
-	_, _, drops := queueCellOpts(c, &f, A, capB, buf, seg, warm+4*time.Second, 1000, rtt, floods(capB, seg, warm), o)
+	c, db, f, A := floodController()
+	_, _, drops := queueCellOpts(c, f, A, capB, buf, seg, warm+4*time.Second, 1000, floodRTT, floods(capB, seg, warm), o)
 	raw := c.qRaw
 	c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
 	got, _ := db.Get(A)

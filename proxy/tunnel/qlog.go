@@ -66,7 +66,9 @@ type countingTrace struct {
 	// only, as before it). Tests only.
 	waitMax time.Duration
 
-	recorded atomic.Uint64 // events recorded, of every producer
+	// onEvent, when set (before the trace is handed to quic-go), is
+	// called for every event of every producer (tests only).
+	onEvent func()
 }
 
 // AddProducer gives each layer its recorder: quic-go's connection asks
@@ -95,7 +97,9 @@ type countingRecorder struct {
 }
 
 func (r *countingRecorder) RecordEvent(ev qlogwriter.Event) {
-	r.t.recorded.Add(1)
+	if r.t.onEvent != nil {
+		r.t.onEvent()
+	}
 	if pp, ok := ev.(cipqlog.PacketProcessed); ok {
 		if pp.Source == cipqlog.EndpointPeer {
 			r.t.processed.Add(1)
@@ -241,13 +245,7 @@ func (t *countingTrace) readerProgress() {
 
 // depth is how many DATAGRAMs http3 handed to the stream and the reader
 // has not processed yet.
-func (t *countingTrace) depth() uint64 {
-	p, q := t.parsed.Load(), t.processed.Load()
-	if q >= p {
-		return 0
-	}
-	return p - q
-}
+func (t *countingTrace) depth() uint64 { return h3Lost(t.parsed.Load(), t.processed.Load()) }
 
 // h3YieldDepth, h3YieldMax, h3ResumeDepth and h3WaitMax set
 // yieldToReader: three quarters of http3's per-stream queue (32, quic-go
