@@ -252,7 +252,7 @@ func TestMaxBurstPacketsConfig(t *testing.T) {
 }
 
 func TestGate(t *testing.T) {
-	p, _ := New(Config{})
+	p, _ := New(Config{TrainRTTDivisor: -1}) // a 10 ms train at 100 ms: no resolution growth here
 	ev := NewEvents(0)
 	g := NewGate(p, ev)
 	now := t0

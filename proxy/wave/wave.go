@@ -199,8 +199,9 @@
 //     above the floor; the next measured burst of the new size decides
 //     the next step (one doubling per measured burst, like slow start but
 //     measured, not assumed). When a tracking or recovery TxTime reaches
-//     4·MinTxTime, burstN halves with TxTime (same rate): small bursts
-//     keep the burst's own queue short when the floor does not bind. A
+//     4·max(MinTxTime, min_rtt/8), burstN halves with TxTime (same rate,
+//     as often as it takes in one step: a shrink needs no measurement):
+//     small bursts keep the burst's own queue short when no floor binds. A
 //     lossy burst of the current size halves burstN at the same rate (the
 //     burst may have overflowed a shallow buffer; Wave does not slow down
 //     on loss). Adjustment and a hint without c_est restart at
@@ -208,6 +209,34 @@
 //     nothing shows the path drained it. An executed hint sizes the burst
 //     from c_est: the smallest burstN with burstN·NominalPacketBytes /
 //     c_est >= MinTxTime.
+//
+//   - Train resolution. A train is timestamped with the noise of the
+//     hosts and links it crosses, which does not shrink with the train:
+//     the emulator delivers up to 1 ms late, a 5G cell schedules in slots
+//     of 0.125-1 ms, and the phone's and the server's goroutines stamp ACKs
+//     when they get a CPU. At 50 Mbit/s a 10-packet burst leaves the
+//     bottleneck in 2.16 ms, so a millisecond of noise is half the train.
+//     On the bench's high-bdp scenario (50 Mbit/s, 600 ms) the ATD filter
+//     read 2.6-4.5 ms (the server log's atd) and Wave ran at 25 of 50
+//     Mbit/s with quic-go's window well above its bytes in flight (server
+//     qlog: cwnd 4.9 MB, in flight 1.8-2.1 MB); on virtual time with the
+//     receiver-stall and ACK-jitter models (jitter_test.go) an inner TCP
+//     got 35 % and 18 % of C. So while the trains are noisy the burst
+//     grows until its train is min_rtt/TrainRTTDivisor (8) long, as it
+//     grows at the TxTime floor (one doubling per measured full burst,
+//     rate kept, up to MaxBurstPackets): noisy means that the ATD filter
+//     is full and more than half of its trains are over 10 % longer than
+//     the filter's value, and more than half are shorter than that floor.
+//     A clean path (all trains alike) keeps its bursts: a bigger burst
+//     takes longer to show a rate drop (on the 600 → 10 ms switch of
+//     TestSimLinkBDPSwitch unconditional growth to 128 packets queued
+//     enough at the old rate to force an adjustment: 550 ms to
+//     re-converge instead of 300). min_rtt/8 bounds the burst's own queue
+//     at an eighth of the RTT (HyStart's delay threshold is the same
+//     fraction); at the bench's low-bdp (10 ms) the floor is 1.25 ms,
+//     below a 10-packet train, so nothing changes there. Same models,
+//     high BDP, inner TCP: 98 % and 95 % of C; TrainRTTDivisor -1 turns
+//     it off.
 //
 //   - Handover hints (no published Wave has them): a predicted handover caps
 //     bytes in flight (sent and not acked or lost, plus released and not
@@ -287,6 +316,9 @@ const (
 	// DefaultATDWindow is how many measured bursts the ATD filter keeps
 	// (see "ATD filter" in the package comment).
 	DefaultATDWindow = 16
+	// DefaultTrainRTTDivisor: a burst's ACK train should be at least
+	// min_rtt/8 long (see "Train resolution" in the package comment).
+	DefaultTrainRTTDivisor = 8
 	// DefaultNoiseWindow is how many ΔRTT updates the noise floor keeps
 	// (see "ΔRTT noise floor" in the package comment).
 	DefaultNoiseWindow = 16
@@ -326,6 +358,12 @@ type Config struct {
 	// package comment). 1 is Wave's published rule (the last burst's ATD
 	// alone). Default DefaultATDWindow.
 	ATDWindow int
+	// TrainRTTDivisor sets the burst size's second floor (see "Train
+	// resolution" in the package comment): the burst grows while its ACK
+	// train is shorter than min_rtt/TrainRTTDivisor. Default
+	// DefaultTrainRTTDivisor (8); -1 turns it off (the burst grows only at
+	// the TxTime floor).
+	TrainRTTDivisor int
 	// NoiseWindow is how many ΔRTT updates the noise floor's windowed
 	// minimum spans (see "ΔRTT noise floor" in the package comment):
 	// tracking uses max(0, ΔRTT − floor). Default DefaultNoiseWindow; -1
@@ -348,6 +386,7 @@ func DefaultConfig() Config {
 		MaxAckDelay:        DefaultMaxAckDelay,
 		ATDWindow:          DefaultATDWindow,
 		NoiseWindow:        DefaultNoiseWindow,
+		TrainRTTDivisor:    DefaultTrainRTTDivisor,
 	}
 }
 
@@ -389,6 +428,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.NoiseWindow == 0 {
 		c.NoiseWindow = d.NoiseWindow
 	}
+	if c.TrainRTTDivisor == 0 {
+		c.TrainRTTDivisor = d.TrainRTTDivisor
+	}
 	switch {
 	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
@@ -410,6 +452,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.MaxAckDelay = %v, want > 0", c.MaxAckDelay)
 	case c.NoiseWindow != -1 && (c.NoiseWindow < 1 || c.NoiseWindow > 1<<12):
 		return c, fmt.Errorf("wave: Config.NoiseWindow = %d, want 1..4096 or -1 (off)", c.NoiseWindow)
+	case c.TrainRTTDivisor != -1 && (c.TrainRTTDivisor < 1 || c.TrainRTTDivisor > 1<<10):
+		return c, fmt.Errorf("wave: Config.TrainRTTDivisor = %d, want 1..1024 or -1 (off)", c.TrainRTTDivisor)
 	case c.ATDWindow < 1 || c.ATDWindow > 1<<12:
 		return c, fmt.Errorf("wave: Config.ATDWindow = %d, want 1..4096", c.ATDWindow)
 	case c.MaxBurstPackets < c.BurstPackets || c.MaxBurstPackets > 1<<16:
@@ -1140,7 +1184,12 @@ func (p *Pacer) track(b *burst) bool {
 	// filter's minimum may be one compressed train (see "ATD filter")
 	full := b.released == p.burstN && b.size == p.burstN
 	q := p.queueDelay()
-	p.setEstimate(p.atd+q/2, full && p.atdLast+q/2 < p.cfg.MinTxTime)
+	t := p.atd + q/2
+	// grow below the TxTime floor, or while noisy trains are shorter than
+	// the resolution floor (see "Train resolution"); either way this
+	// burst's own train must be below the floor too
+	floor := p.growFloor()
+	p.setEstimate(t, full && t < floor && p.atdLast+q/2 < floor)
 	return false
 }
 
@@ -1207,25 +1256,80 @@ func (p *Pacer) recover(rtt time.Duration) bool {
 	return false
 }
 
-// shrinkAt is how far above MinTxTime a new TxTime must be for the burst
-// size to halve; growth happens below MinTxTime, so the two leave a band
-// [MinTxTime, shrinkAt·MinTxTime) in which the size stays.
+// shrinkAt is how far above the shrink floor (shrinkFloor) a new TxTime
+// must be for the burst size to halve; growth happens below the grow floor
+// (growFloor, never above the shrink floor), so the two leave a band in
+// which the size stays.
 const shrinkAt = 4
 
 // setEstimate sets TxTime to t, Wave's interval for a burst of burstN
 // packets, first adapting burstN (see "Burst size" in the package
-// comment). Both changes keep the rate burstN/TxTime: a doubled burst
-// gets twice t, so only the floor stops binding.
-func (p *Pacer) setEstimate(t time.Duration, mayGrow bool) {
+// comment): doubled when grow (the caller's measured reason), halved
+// while t is well above the size floor. Both changes keep the rate
+// burstN/TxTime: a doubled burst gets twice t, so only the floor stops
+// binding.
+func (p *Pacer) setEstimate(t time.Duration, grow bool) {
 	switch {
-	case mayGrow && t < p.cfg.MinTxTime && p.burstN < p.cfg.MaxBurstPackets:
+	case grow && p.burstN < p.cfg.MaxBurstPackets:
 		p.resize(min(2*p.burstN, p.cfg.MaxBurstPackets), &t)
 		p.c.BurstGrows++
-	case t >= shrinkAt*p.cfg.MinTxTime && p.burstN > p.cfg.BurstPackets:
-		p.resize(max(p.burstN/2, p.cfg.BurstPackets), &t)
-		p.c.BurstShrinks++
+	default:
+		// halve until inside the band: a shrink keeps the rate, so it
+		// needs no measurement per step (a path whose RTT fell 30-fold
+		// gets its small bursts from one train, not five)
+		for t >= shrinkAt*p.shrinkFloor() && p.burstN > p.cfg.BurstPackets {
+			p.resize(max(p.burstN/2, p.cfg.BurstPackets), &t)
+			p.c.BurstShrinks++
+		}
 	}
 	p.setTxTime(t)
+}
+
+// growFloor is the burst interval below which a measured burst doubles
+// the burst size: the TxTime floor, or the resolution floor while the
+// trains are noisy (see "Train resolution" in the package comment).
+func (p *Pacer) growFloor() time.Duration {
+	return max(p.cfg.MinTxTime, p.resolutionFloor())
+}
+
+// shrinkFloor is the burst interval shrinkAt times above which the burst
+// size halves: the TxTime floor, or min_rtt/TrainRTTDivisor when that is
+// longer, whether the trains are noisy or not (a size grown for
+// resolution stays while its trains are short against the RTT, instead
+// of halving as soon as the longer trains look clean).
+func (p *Pacer) shrinkFloor() time.Duration {
+	f := p.cfg.MinTxTime
+	if d := p.cfg.TrainRTTDivisor; d > 0 && p.minRTT > 0 {
+		f = max(f, p.minRTT/time.Duration(d))
+	}
+	return f
+}
+
+// resolutionFloor is the train length the burst grows to while the ATD
+// filter's trains are noisy and most are short (see "Train resolution" in
+// the package comment): min_rtt/TrainRTTDivisor when the filter is full,
+// more than half of its trains are over 10 % longer than the filter's
+// value and more than half are shorter than that floor; else 0.
+func (p *Pacer) resolutionFloor() time.Duration {
+	d := p.cfg.TrainRTTDivisor
+	if d <= 0 || p.minRTT <= 0 || p.atdN < atdRankFrom {
+		return 0
+	}
+	floor := p.minRTT / time.Duration(d)
+	ref := p.atd / time.Duration(p.burstN) // the filter's value, per packet
+	stretched, short := 0, 0
+	for _, v := range p.atdPer[:p.atdN] {
+		if 10*v > 11*ref {
+			stretched++
+		}
+		if v*time.Duration(p.burstN) < floor {
+			short++
+		}
+	}
+	if 2*stretched <= p.atdN || 2*short <= p.atdN {
+		return 0
+	}
+	return floor
 }
 
 // resize sets burstN to n and scales *t so that the rate stays.
