@@ -53,6 +53,7 @@ type serverConfig struct {
 	WaveBurst         int           `yaml:"wave-burst"`
 	WaveMinTxTime     time.Duration `yaml:"wave-min-tx-time"`
 	WaveMaxBurst      int           `yaml:"wave-max-burst"`
+	WaveTrainDivisor  int           `yaml:"wave-train-rtt-divisor"`
 }
 
 func defaultServerConfig() serverConfig {
@@ -74,6 +75,8 @@ func defaultServerConfig() serverConfig {
 		WaveBurst:     wave.DefaultBurstPackets,
 		WaveMinTxTime: wave.DefaultMinTxTime,
 		WaveMaxBurst:  wave.DefaultMaxBurstPackets,
+		// bursts grow while noisy trains are shorter than min_rtt/8
+		WaveTrainDivisor: wave.DefaultTrainRTTDivisor,
 	}
 }
 
@@ -96,7 +99,8 @@ same connection (proxy/tunnel/HINTS.md) and are logged and counted.
 
 --pacer wave puts QUIC Wave's burst pacer in front of each
 session's downlink: bursts of --wave-burst packets (growing up to
---wave-max-burst while TxTime sits at its floor), one every TxTime, TxTime
+--wave-max-burst while TxTime sits at its floor, or while noisy ACK trains
+are shorter than min_rtt/--wave-train-rtt-divisor), one every TxTime, TxTime
 from the dispersion of each burst's ACK train; the downlink queue is held
 at about twice Wave's bandwidth-delay estimate (drops counted); a predicted
 handover caps
@@ -104,7 +108,7 @@ bytes in flight at the hinted ŝ_max, an executed one restarts TxTime from
 the hinted c_est (c_est 0, unknown: the estimate restarts at the current
 rate). --pacer none (the default: through the tunnel Wave trades 14-16 %
 of goodput for a 6x lower RTT at low BDP, proxy/wave/README.md) leaves
-pacing to quic-go (CUBIC and its pacer), which stays underneath Wave in
+pacing to quic-go (its Reno with HyStart, and its pacer), which stays underneath Wave in
 either case.
 
 The server creates a TUN device with its inner addresses and (unless
@@ -156,6 +160,7 @@ Example (as root):
 	fs.IntVar(&c.WaveBurst, "wave-burst", c.WaveBurst, "packets per Wave burst (with TxTime >= --wave-min-tx-time this bounds the rate: 10 packets per 1ms is ~100 Mbit/s)")
 	fs.DurationVar(&c.WaveMinTxTime, "wave-min-tx-time", c.WaveMinTxTime, "floor of Wave's TxTime")
 	fs.IntVar(&c.WaveMaxBurst, "wave-max-burst", c.WaveMaxBurst, "largest adaptive Wave burst in packets (the burst doubles from --wave-burst while TxTime is at its floor); equal to --wave-burst: fixed bursts")
+	fs.IntVar(&c.WaveTrainDivisor, "wave-train-rtt-divisor", c.WaveTrainDivisor, "Wave bursts also grow while their ACK trains are noisy and shorter than min_rtt divided by this (1..1024; the trains then carry the hosts' millisecond timing noise as a small part; -1: off, bursts grow only at the TxTime floor)")
 	return cmd
 }
 
@@ -242,8 +247,12 @@ func (c *serverConfig) pacers(log *zap.Logger, sc *tunnel.ServerConfig) (*wavePa
 		if c.WaveMaxBurst < c.WaveBurst {
 			return nil, fmt.Errorf("--wave-max-burst %d: must be at least --wave-burst %d", c.WaveMaxBurst, c.WaveBurst)
 		}
+		if d := c.WaveTrainDivisor; d != -1 && (d < 1 || d > 1024) {
+			return nil, fmt.Errorf("--wave-train-rtt-divisor %d: want 1..1024, or -1 (off)", d)
+		}
 		wc := wave.DefaultConfig()
 		wc.BurstPackets, wc.MinTxTime, wc.MaxBurstPackets = c.WaveBurst, c.WaveMinTxTime, c.WaveMaxBurst
+		wc.TrainRTTDivisor = c.WaveTrainDivisor
 		w, err := newWavePacers(wc, log.Named("wave"))
 		if err != nil {
 			return nil, fmt.Errorf("--wave-burst/--wave-max-burst/--wave-min-tx-time: %w", err)
@@ -292,9 +301,9 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	undo = append(undo, func() { dev.Close() })
 	log.Info("TUN device", zap.String("name", dev.Name()), zap.String("tun_offload", offload.String()), zap.String("device", note))
 	if waves != nil {
-		fmt.Fprintf(out, "m2ho: pacer wave (bursts of %d packets, TxTime >= %v; quic-go's CUBIC and pacer underneath)\n", c.WaveBurst, c.WaveMinTxTime)
+		fmt.Fprintf(out, "m2ho: pacer wave (bursts of %d packets, TxTime >= %v; quic-go's Reno and pacer underneath)\n", c.WaveBurst, c.WaveMinTxTime)
 	} else {
-		fmt.Fprintln(out, "m2ho: pacer none (quic-go's CUBIC and pacer only)")
+		fmt.Fprintln(out, "m2ho: pacer none (quic-go's Reno and pacer only)")
 	}
 	srv, err := tunnel.NewServer(sc, dev)
 	if err != nil {
