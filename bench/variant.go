@@ -28,7 +28,7 @@ var BuiltinVariants = map[string][]string{
 	"pass": {"--default-mode", "pass"},
 	"m2ho": {"--default-mode", "m2ho"},
 	// The tunnel variants (the server's side in TunnelServerArgs):
-	// quic: quic-go's own CUBIC and pacer, no Wave, no hints;
+	// quic: quic-go's own Reno (with HyStart) and pacer, no Wave, no hints;
 	// quic-wave: Wave bursts on the server, no hints; quic-wave-hints:
 	// Wave plus the controller's hints (ŝ_max cap while predicted, restart
 	// from c_est when executed); quic+m2ho: that, and M2HO's verdicts on

@@ -37,7 +37,7 @@ convergence_cdf.png, goodput_by_type.png, and runs/<variant>-<i>/ with every
 raw file. Needs root, Linux, ip, ss and iperf3.
 
 Variants: pass (proxy on the path, does nothing) and m2ho are builtin, and
-the QUIC tunnel's: quic (quic-go's own CUBIC and pacer), quic-wave (Wave
+the QUIC tunnel's: quic (quic-go's own Reno (with HyStart) and pacer), quic-wave (Wave
 bursts on the server, no hints), quic-wave-hints (Wave plus the handover
 hints), quic+m2ho (that and M2HO's verdicts on the inner TCP's ACKs). A
 tunnel variant starts m2ho server in the server namespace (keys from m2ho

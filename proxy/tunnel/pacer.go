@@ -7,7 +7,8 @@ import "time"
 // is given, driven by the tunnel's sender loop. Inputs are the packets sent
 // and the phone's handover hints; ACK timing, which Wave also needs, comes
 // from quic-go's Config.Tracer (qlogwriter events), see ServerConfig.Tracer.
-// quic-go's own congestion controller (CUBIC with HyStart; NewReno after a
+// quic-go's own congestion controller (its cubic_sender in Reno mode, with
+// HyStart: v0.65 constructs it with "use Reno" at the start and after a
 // path migration) and pacer stay underneath whatever a Pacer does (quic-go
 // v0.65 has no pluggable controller).
 //
