@@ -108,8 +108,8 @@ bytes in flight at the hinted ŝ_max, an executed one restarts TxTime from
 the hinted c_est (c_est 0, unknown: the estimate restarts at the current
 rate). --pacer none (the default: through the tunnel Wave trades 14-16 %
 of goodput for a 6x lower RTT at low BDP, proxy/wave/README.md) leaves
-pacing to quic-go (its Reno with HyStart, and its pacer), which stays underneath Wave in
-either case.
+pacing to quic-go (its Reno with HyStart, and its pacer), which stays
+underneath Wave in either case.
 
 The server creates a TUN device with its inner addresses and (unless
 --no-routing) turns on IP forwarding; all of it is undone on SIGINT/SIGTERM

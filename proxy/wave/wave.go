@@ -359,10 +359,11 @@ type Config struct {
 	// alone). Default DefaultATDWindow.
 	ATDWindow int
 	// TrainRTTDivisor sets the burst size's second floor (see "Train
-	// resolution" in the package comment): the burst grows while its ACK
-	// train is shorter than min_rtt/TrainRTTDivisor. Default
+	// resolution" in the package comment): while the ACK trains are
+	// noisy the burst grows until its train is min_rtt/TrainRTTDivisor
+	// long, and it shrinks only above shrinkAt times that. Default
 	// DefaultTrainRTTDivisor (8); -1 turns it off (the burst grows only at
-	// the TxTime floor).
+	// the TxTime floor, as before).
 	TrainRTTDivisor int
 	// NoiseWindow is how many ΔRTT updates the noise floor's windowed
 	// minimum spans (see "ΔRTT noise floor" in the package comment):
