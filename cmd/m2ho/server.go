@@ -54,6 +54,7 @@ type serverConfig struct {
 	WaveMinTxTime     time.Duration `yaml:"wave-min-tx-time"`
 	WaveMaxBurst      int           `yaml:"wave-max-burst"`
 	WaveTrainDivisor  int           `yaml:"wave-train-rtt-divisor"`
+	WaveQueueWindow   time.Duration `yaml:"wave-queue-window"`
 }
 
 func defaultServerConfig() serverConfig {
@@ -161,6 +162,7 @@ Example (as root):
 	fs.DurationVar(&c.WaveMinTxTime, "wave-min-tx-time", c.WaveMinTxTime, "floor of Wave's TxTime")
 	fs.IntVar(&c.WaveMaxBurst, "wave-max-burst", c.WaveMaxBurst, "largest adaptive Wave burst in packets (the burst doubles from --wave-burst while TxTime is at its floor); equal to --wave-burst: fixed bursts")
 	fs.IntVar(&c.WaveTrainDivisor, "wave-train-rtt-divisor", c.WaveTrainDivisor, "Wave bursts also grow while their ACK trains are noisy and shorter than min_rtt divided by this (1..1024; the trains then carry the hosts' millisecond timing noise as a small part; -1: off, bursts grow only at the TxTime floor)")
+	fs.DurationVar(&c.WaveQueueWindow, "wave-queue-window", c.WaveQueueWindow, "the downlink queue is held at twice the bandwidth-delay estimate of the last --wave-queue-window (third largest of ten slots), so a capacity dip shorter than this does not drop the tunnelled TCP's window, at the price of a longer standing queue (10ms..1m, e.g. 1s on a 5G uplink; 0: the current estimate alone)")
 	return cmd
 }
 
@@ -250,9 +252,12 @@ func (c *serverConfig) pacers(log *zap.Logger, sc *tunnel.ServerConfig) (*wavePa
 		if d := c.WaveTrainDivisor; d != -1 && (d < 1 || d > 1024) {
 			return nil, fmt.Errorf("--wave-train-rtt-divisor %d: want 1..1024, or -1 (off)", d)
 		}
+		if w := c.WaveQueueWindow; w != 0 && (w < 10*time.Millisecond || w > time.Minute) {
+			return nil, fmt.Errorf("--wave-queue-window %v: want 10ms..1m, or 0 (off)", w)
+		}
 		wc := wave.DefaultConfig()
 		wc.BurstPackets, wc.MinTxTime, wc.MaxBurstPackets = c.WaveBurst, c.WaveMinTxTime, c.WaveMaxBurst
-		wc.TrainRTTDivisor = c.WaveTrainDivisor
+		wc.TrainRTTDivisor, wc.QueueWindow = c.WaveTrainDivisor, c.WaveQueueWindow
 		w, err := newWavePacers(wc, log.Named("wave"))
 		if err != nil {
 			return nil, fmt.Errorf("--wave-burst/--wave-max-burst/--wave-min-tx-time: %w", err)

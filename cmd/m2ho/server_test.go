@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
@@ -81,6 +82,7 @@ func TestServerCheckNamesFlags(t *testing.T) {
 		{func(c *serverConfig) { c.Pacer, c.WaveBurst, c.WaveMaxBurst = "wave", 20, 10 }, "--wave-max-burst 10"},
 		{func(c *serverConfig) { c.Pacer, c.WaveTrainDivisor = "wave", 0 }, "--wave-train-rtt-divisor 0"},
 		{func(c *serverConfig) { c.Pacer, c.WaveTrainDivisor = "wave", 2000 }, "--wave-train-rtt-divisor 2000"},
+		{func(c *serverConfig) { c.Pacer, c.WaveQueueWindow = "wave", time.Millisecond }, "--wave-queue-window 1ms"},
 		{func(c *serverConfig) { c.TUNOffload = "maybe" }, "--tun-offload"},
 		{func(c *serverConfig) { c.AddressHold = -1 }, "--address-hold"},
 		{func(c *serverConfig) { c.MaxHeldAddresses = -1 }, "--max-held-addresses"},

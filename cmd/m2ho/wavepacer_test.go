@@ -139,7 +139,7 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	}
 
 	c := defaultServerConfig()
-	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor = pacerWave, 40, -1
+	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow = pacerWave, 40, -1, 2*time.Second
 	var sc tunnel.ServerConfig
 	wp, err := c.pacers(zap.NewNop(), &sc)
 	if err != nil {
@@ -147,6 +147,9 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	}
 	if wp.cfg.MaxBurstPackets != 40 || sc.NewConnPacer == nil {
 		t.Fatalf("MaxBurstPackets %d, want 40 (--wave-max-burst)", wp.cfg.MaxBurstPackets)
+	}
+	if wp.cfg.QueueWindow != 2*time.Second {
+		t.Fatalf("QueueWindow %v, want 2s (--wave-queue-window)", wp.cfg.QueueWindow)
 	}
 	if wp.cfg.TrainRTTDivisor != -1 {
 		t.Fatalf("TrainRTTDivisor %d, want -1 (--wave-train-rtt-divisor)", wp.cfg.TrainRTTDivisor)

@@ -365,6 +365,14 @@ type Config struct {
 	// DefaultTrainRTTDivisor (8); -1 turns it off (the burst grows only at
 	// the TxTime floor, as before).
 	TrainRTTDivisor int
+	// QueueWindow, when set (10 ms..1 min), is the window of
+	// Gate.QueueLimit's bandwidth-delay estimate: the limit takes the
+	// larger of the current estimate and the third largest of its maxima
+	// over ten slots of QueueWindow/10, so a capacity dip shorter than the
+	// window does not shrink the queue bound under the inner TCP's window,
+	// at the price of a longer standing queue (see Gate.QueueLimit).
+	// Default 0: the current estimate alone.
+	QueueWindow time.Duration
 	// NoiseWindow is how many ΔRTT updates the noise floor's windowed
 	// minimum spans (see "ΔRTT noise floor" in the package comment):
 	// tracking uses max(0, ΔRTT − floor). Default DefaultNoiseWindow; -1
@@ -455,6 +463,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.NoiseWindow = %d, want 1..4096 or -1 (off)", c.NoiseWindow)
 	case c.TrainRTTDivisor != -1 && (c.TrainRTTDivisor < 1 || c.TrainRTTDivisor > 1<<10):
 		return c, fmt.Errorf("wave: Config.TrainRTTDivisor = %d, want 1..1024 or -1 (off)", c.TrainRTTDivisor)
+	case c.QueueWindow != 0 && (c.QueueWindow < 10*time.Millisecond || c.QueueWindow > time.Minute):
+		return c, fmt.Errorf("wave: Config.QueueWindow = %v, want 10ms..1m or 0 (off)", c.QueueWindow)
 	case c.ATDWindow < 1 || c.ATDWindow > 1<<12:
 		return c, fmt.Errorf("wave: Config.ATDWindow = %d, want 1..4096", c.ATDWindow)
 	case c.MaxBurstPackets < c.BurstPackets || c.MaxBurstPackets > 1<<16:
