@@ -12,16 +12,18 @@ func TestQueueWindowBDP(t *testing.T) {
 	}
 	g := NewGate(p, nil)
 	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
-	// 100 packets for 300 ms (three slots), then a dip to 20
-	for ms := 0; ms < 300; ms += 10 {
-		g.windowBDP(at(ms), 100)
+	// feed records the estimate b every 10 ms over [from, to) ms
+	feed := func(from, to, b int) {
+		for ms := from; ms < to; ms += 10 {
+			g.windowBDP(at(ms), b)
+		}
 	}
+	// 100 packets for 300 ms (three slots), then a dip to 20
+	feed(0, 300, 100)
 	if b := g.windowBDP(at(300), 20); b != 100 {
 		t.Fatalf("dip right after 300 ms at 100: bound %d, want 100", b)
 	}
-	for ms := 310; ms < 1300; ms += 10 {
-		g.windowBDP(at(ms), 20)
-	}
+	feed(310, 1300, 20)
 	if b := g.windowBDP(at(1300), 20); b != 20 {
 		t.Fatalf("a window after the dip: bound %d, want 20", b)
 	}
@@ -39,9 +41,7 @@ func TestQueueWindowBDP(t *testing.T) {
 		t.Fatalf("after a restart: bound %d, want 30 (the old path's rate forgotten)", b)
 	}
 	// a window without a call makes every slot stale
-	for ms := 1630; ms < 1900; ms += 10 {
-		g.windowBDP(at(ms), 300)
-	}
+	feed(1630, 1900, 300)
 	if b := g.windowBDP(at(4000), 10); b != 10 {
 		t.Fatalf("after 2 s without a call: bound %d, want 10", b)
 	}
@@ -72,12 +72,9 @@ func TestQueueWindowBDP(t *testing.T) {
 func TestQueueWindowVariableCapacity(t *testing.T) {
 	longSim(t)
 	var steps []rateStep
-	x := uint64(0x9e3779b97f4a7c15)
+	var rng uint64
 	for at := time.Duration(0); at < 25*time.Second; at += 100 * time.Millisecond {
-		x ^= x << 13
-		x ^= x >> 7
-		x ^= x << 17
-		steps = append(steps, rateStep{at, (30 + float64(x%121)) * mbit, 13 * time.Millisecond})
+		steps = append(steps, rateStep{at, (30 + float64(xorshift(&rng)%121)) * mbit, 13 * time.Millisecond})
 	}
 	const from, end = 5 * time.Second, 25 * time.Second
 	var sum float64

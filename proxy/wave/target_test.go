@@ -476,15 +476,19 @@ func (s *tsim) stall(at time.Time, e *tev) bool {
 }
 
 // rand is a fixed-seed xorshift: the same draws in every run of a test.
-func (s *tsim) rand() uint64 {
-	if s.jitterRand == 0 {
-		s.jitterRand = 0x9e3779b97f4a7c15
+func (s *tsim) rand() uint64 { return xorshift(&s.jitterRand) }
+
+// xorshift advances *state (0: the fixed seed) and returns it: the same
+// draws in every run.
+func xorshift(state *uint64) uint64 {
+	if *state == 0 {
+		*state = 0x9e3779b97f4a7c15
 	}
-	x := s.jitterRand
+	x := *state
 	x ^= x << 13
 	x ^= x >> 7
 	x ^= x << 17
-	s.jitterRand = x
+	*state = x
 	return x
 }
 

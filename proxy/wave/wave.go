@@ -1276,7 +1276,7 @@ const shrinkAt = 4
 // setEstimate sets TxTime to t, Wave's interval for a burst of burstN
 // packets, first adapting burstN (see "Burst size" in the package
 // comment): doubled when grow (the caller's measured reason), halved
-// while t is well above the size floor. Both changes keep the rate
+// while t is shrinkAt times above the shrink floor. Both changes keep the rate
 // burstN/TxTime: a doubled burst gets twice t, so only the floor stops
 // binding.
 func (p *Pacer) setEstimate(t time.Duration, grow bool) {
@@ -1288,7 +1288,7 @@ func (p *Pacer) setEstimate(t time.Duration, grow bool) {
 		// halve until inside the band: a shrink keeps the rate, so it
 		// needs no measurement per step (a path whose RTT fell 30-fold
 		// gets its small bursts from one train, not five)
-		for t >= shrinkAt*p.shrinkFloor() && p.burstN > p.cfg.BurstPackets {
+		for floor := p.shrinkFloor(); t >= shrinkAt*floor && p.burstN > p.cfg.BurstPackets; {
 			p.resize(max(p.burstN/2, p.cfg.BurstPackets), &t)
 			p.c.BurstShrinks++
 		}
@@ -1309,11 +1309,16 @@ func (p *Pacer) growFloor() time.Duration {
 // resolution stays while its trains are short against the RTT, instead
 // of halving as soon as the longer trains look clean).
 func (p *Pacer) shrinkFloor() time.Duration {
-	f := p.cfg.MinTxTime
+	return max(p.cfg.MinTxTime, p.rttFloor())
+}
+
+// rttFloor is min_rtt/TrainRTTDivisor; 0 when the rule is off or min_rtt
+// unknown.
+func (p *Pacer) rttFloor() time.Duration {
 	if d := p.cfg.TrainRTTDivisor; d > 0 && p.minRTT > 0 {
-		f = max(f, p.minRTT/time.Duration(d))
+		return p.minRTT / time.Duration(d)
 	}
-	return f
+	return 0
 }
 
 // resolutionFloor is the train length the burst grows to while the ATD
@@ -1322,11 +1327,10 @@ func (p *Pacer) shrinkFloor() time.Duration {
 // more than half of its trains are over 10 % longer than the filter's
 // value and more than half are shorter than that floor; else 0.
 func (p *Pacer) resolutionFloor() time.Duration {
-	d := p.cfg.TrainRTTDivisor
-	if d <= 0 || p.minRTT <= 0 || p.atdN < atdRankFrom {
+	floor := p.rttFloor()
+	if floor == 0 || p.atdN < atdRankFrom {
 		return 0
 	}
-	floor := p.minRTT / time.Duration(d)
 	ref := p.atd / time.Duration(p.burstN) // the filter's value, per packet
 	stretched, short := 0, 0
 	for _, v := range p.atdPer[:p.atdN] {
