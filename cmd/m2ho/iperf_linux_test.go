@@ -181,10 +181,13 @@ func tunnelArgs(c *netns.Chain, pki, mode string, extra ...string) []string {
 // 10.77.2.3 (old address removed, SIGHUP) once the tunnel has carried
 // 3000 packets. It asserts, on counters only: iperf3 received bytes and
 // the sender reported its retransmits; the phone migrated exactly once and
-// never redialled; the server saw its client move (its migration counter
-// and log line name the new address); and the receiver's intervals that
-// began after the migration carried bytes, the last full one too (the
-// transfer did not stall).
+// never redialled, and the server saw its client move (its migration
+// counter and log line name the new address), or, when quic-go could send
+// no path probe (its window full of packets lost with the old address, a
+// race this test lost once in CI: tunnel.ErrProbeNotSent), the phone
+// redialled once from the new address and the server saw that second
+// connection; and the receiver's intervals that began after the move
+// carried bytes, the last full one too (the transfer did not stall).
 func TestTunnelIperfWithMigration(t *testing.T) {
 	needKernel(t, "iperf3", "ss")
 	// No -race skip: the migrating QUIC client lives in the m2ho binary,
@@ -207,8 +210,24 @@ func TestTunnelIperfWithMigration(t *testing.T) {
 	}
 	run(netns.Phone, "ip", "addr", "del", "10.77.2.1/24", "dev", netns.PhoneUplinkIf)
 	d.cmd.Process.Signal(syscall.SIGHUP)
-	if v, ok := d.waitMetric(`m2ho_tunnel_client_migrations_total{outcome="ok"}`, func(v float64) bool { return v >= 1 }, 10*time.Second); !ok {
-		t.Fatalf("no migration 10 s after the address change (%v)\n%s", v, logs())
+	// The tunnel moves by migration, or, when quic-go could send no path
+	// probe (its window full of packets lost with the old address:
+	// tunnel.ErrProbeNotSent, TestMigrateWithFullWindowOnLostPath), by a
+	// redial from the new address at once. Which one is the race between
+	// the address going and the probe being queued.
+	var redialled bool
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		m := d.metrics()
+		if m[`m2ho_tunnel_client_migrations_total{outcome="ok"}`] >= 1 {
+			break
+		}
+		if m[`m2ho_tunnel_client_migrations_total{outcome="redialled"}`] >= 1 && m[`m2ho_tunnel_client_redials_total{outcome="ok"}`] >= 1 {
+			redialled = true
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("neither a migration nor a redial 10 s after the address change\n%s", logs())
+		}
 	}
 	migrated := time.Now()
 	upAtMigration := d.metrics()[`m2ho_tunnel_client_packets_total{dir="up"}`]
@@ -253,18 +272,31 @@ func TestTunnelIperfWithMigration(t *testing.T) {
 	if v := m[`m2ho_tunnel_client_packets_total{dir="up"}`]; v <= upAtMigration {
 		t.Errorf("tunnel packets up %v at the end, %v at the migration: nothing went up after it", v, upAtMigration)
 	}
-	if v := m[`m2ho_tunnel_client_migrations_total{outcome="ok"}`]; v != 1 {
-		t.Errorf("phone migrations %v, want 1", v)
-	}
-	if v := m[`m2ho_tunnel_client_redials_total{outcome="ok"}`]; v != 0 {
-		t.Errorf("redials %v: the connection should have survived the address change", v)
-	}
 	d.stop()
 	out := stopServer()
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, "server stopped") {
 			t.Logf("%s", l)
 		}
+	}
+	if redialled {
+		t.Logf("quic-go could not probe the new path (its window was full of packets lost with the old address): the tunnel redialled")
+		if v := m[`m2ho_tunnel_client_redials_total{outcome="ok"}`]; v != 1 {
+			t.Errorf("redials %v, want 1", v)
+		}
+		if v := m[`m2ho_tunnel_client_migrations_total{outcome="ok"}`]; v != 0 {
+			t.Errorf("phone migrations %v besides the redial, want 0", v)
+		}
+		if !strings.Contains(out, "server stopped: 2 connection(s)") || !strings.Contains(out, `"remote": "10.77.2.3:`) {
+			t.Errorf("the server did not see the second connection from 10.77.2.3:\n%s", out)
+		}
+		return
+	}
+	if v := m[`m2ho_tunnel_client_migrations_total{outcome="ok"}`]; v != 1 {
+		t.Errorf("phone migrations %v, want 1", v)
+	}
+	if v := m[`m2ho_tunnel_client_redials_total{outcome="ok"}`]; v != 0 {
+		t.Errorf("redials %v: the connection should have survived the address change", v)
 	}
 	if !strings.Contains(out, "client migrations 1\n") {
 		t.Errorf("the server did not count one client migration:\n%s", out)

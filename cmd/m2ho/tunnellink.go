@@ -67,6 +67,7 @@ type tunnelLink struct {
 	st struct {
 		redials, redialFailures, addrChanged, downDrops atomic.Uint64
 		migrations, migrationFailures                   atomic.Uint64
+		migrationsStuck                                 atomic.Uint64 // no probe could leave: redialled
 		restarts                                        atomic.Uint64
 	}
 	// prev accumulates the counters of clients that are gone, so the
@@ -359,6 +360,15 @@ func (l *tunnelLink) checkUplink(ctx context.Context) {
 	mctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := c.Migrate(mctx, to); err != nil {
+		if errors.Is(err, tunnel.ErrProbeNotSent) {
+			// The connection cannot move (it would wait for its idle
+			// timeout); a new one from the new address can, and the server
+			// hands this identity its inner addresses back.
+			l.st.migrationsStuck.Add(1)
+			l.log.Warn("tunnel migration impossible: redialling from the new address", zap.String("to", to), zap.Error(err))
+			c.Close()
+			return
+		}
 		l.st.migrationFailures.Add(1)
 		l.log.Warn("tunnel migration failed (retried at the next check)", zap.String("to", to), zap.Error(err))
 		return
@@ -483,7 +493,7 @@ var (
 	tcDescHintRate = prometheus.NewDesc("m2ho_tunnel_client_executed_hint_rate_total", "Executed-handover hints by where their c_est came from (measured: the tunnel's own delivery rate after the handover; unknown: none measured within the wait, sent as 0).", []string{"c_est"}, nil)
 	tcDescRedial   = prometheus.NewDesc("m2ho_tunnel_client_redials_total", "Redial attempts after the tunnel went down, by outcome.", []string{"outcome"}, nil)
 	tcDescAddrChg  = prometheus.NewDesc("m2ho_tunnel_client_inner_address_changes_total", "Redials that got other inner addresses (open tunnelled flows broke).", nil, nil)
-	tcDescMigr     = prometheus.NewDesc("m2ho_tunnel_client_migrations_total", "QUIC connection migrations to a new uplink address, by outcome.", []string{"outcome"}, nil)
+	tcDescMigr     = prometheus.NewDesc("m2ho_tunnel_client_migrations_total", "QUIC connection migrations to a new uplink address, by outcome (redialled: quic-go could send no path probe, its window full of packets lost with the old address, so the tunnel redialled from the new one).", []string{"outcome"}, nil)
 	tcDescUp       = prometheus.NewDesc("m2ho_tunnel_client_up", "1 while the tunnel connection is up.", nil, nil)
 	tcDescRTT      = prometheus.NewDesc("m2ho_tunnel_client_rtt_seconds", "quic-go's RTT estimates of the tunnel connection (min, smoothed, latest, mean deviation).", []string{"stat"}, nil)
 	tcDescQuic     = prometheus.NewDesc("m2ho_tunnel_client_quic_packets_total", "QUIC packets of the live connection (quic-go's statistics), by event.", []string{"event"}, nil)
@@ -530,6 +540,7 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescAddrChg, l.st.addrChanged.Load())
 	cnt(tcDescMigr, s.Migrations, "ok")
 	cnt(tcDescMigr, l.st.migrationFailures.Load(), "failed")
+	cnt(tcDescMigr, l.st.migrationsStuck.Load(), "redialled")
 	cs, up := l.ConnectionStats()
 	ch <- prometheus.MustNewConstMetric(tcDescUp, prometheus.GaugeValue, b2f(up))
 	if !up {

@@ -142,6 +142,7 @@ type Client struct {
 	transports []*quic.Transport
 	sockets    []net.PacketConn // quic.Transport does not close a Conn it was given
 	local      net.Addr
+	writes     *socketWrites // the current socket's
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -203,7 +204,8 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		local:   udp.LocalAddr(),
 		dead:    make(chan struct{}),
 	}
-	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone)}
+	c.writes = new(socketWrites)
+	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone, c.writes)}
 	c.transports = []*quic.Transport{tr}
 	if l, ok := cfg.Pacer.(QueueLimiter); ok {
 		c.up.limiter = l
@@ -654,24 +656,49 @@ func (c *Client) SendHint(h Hint) error {
 	return nil
 }
 
+// ErrProbeNotSent is Migrate's error when quic-go sent no path probe: it
+// sends PATH_CHALLENGE only when its congestion window has room, and when
+// the old address went away with a window's worth of packets in flight
+// (every send refused, so no ACK will ever free the window) it never does.
+// The connection cannot move; a new one from the new address can
+// (tunnelLink redials at once).
+var ErrProbeNotSent = errors.New("quic-go sent no path probe: its congestion window is full of packets sent on the lost path (it probes only when not congestion-limited)")
+
+// probeSendWait is how long Migrate waits for the first PATH_CHALLENGE to
+// leave before it gives up with ErrProbeNotSent: a connection whose window
+// is full on a live path gets room back from the next ACK, within an RTT.
+func probeSendWait(srtt time.Duration) time.Duration { return max(time.Second, 3*srtt) }
+
 // Migrate moves the connection to a new local UDP address (QUIC connection
 // migration, RFC 9000 §9): a new socket, a path probed with
 // PATH_CHALLENGE, then switched to. Packets keep flowing on the old path
 // until the switch. The old socket stays open (quic-go closes a
-// connection with the transport it was dialed on) until Close.
+// connection with the transport it was dialed on) until Close. When
+// quic-go sends no probe within probeSendWait it returns ErrProbeNotSent.
 func (c *Client) Migrate(ctx context.Context, localAddr string) error {
 	udp, err := net.ListenPacket("udp", localAddr)
 	if err != nil {
 		return fmt.Errorf("tunnel: migrate to %q: %w", localAddr, err)
 	}
-	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone)}
+	w := new(socketWrites)
+	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone, w)}
 	path, err := c.qc.AddPath(tr)
 	if err != nil {
 		tr.Close()
 		udp.Close()
 		return fmt.Errorf("tunnel: migrate to %q: %w", localAddr, err)
 	}
-	if err := path.Probe(ctx); err != nil {
+	pctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if _, ok := udp.(*net.UDPConn); ok { // else w counts nothing
+		t := time.AfterFunc(probeSendWait(c.qc.ConnectionStats().SmoothedRTT), func() {
+			if w.ok.Load() == 0 {
+				cancel(ErrProbeNotSent)
+			}
+		})
+		defer t.Stop()
+	}
+	if err := path.Probe(pctx); err != nil {
 		path.Close()
 		tr.Close()
 		udp.Close()
@@ -688,6 +715,7 @@ func (c *Client) Migrate(ctx context.Context, localAddr string) error {
 	c.transports = append(c.transports, tr)
 	c.sockets = append(c.sockets, udp)
 	c.local = udp.LocalAddr()
+	c.writes = w
 	c.trMu.Unlock()
 	c.st.migrations.Add(1)
 	c.log.Info("migrated", zap.Stringer("from", old), zap.Stringer("to", udp.LocalAddr()))

@@ -342,6 +342,92 @@ func TestMigrationMidTransfer(t *testing.T) {
 	}
 }
 
+// fillIntoVoid writes tunnelled packets while the client's socket refuses
+// every send (its address gone), until quic-go stops sending: its
+// congestion window is full of packets that will never be acknowledged.
+// It returns how many QUIC packets went into the void.
+func fillIntoVoid(t *testing.T, c *Client, me netip.AddrPort) uint64 {
+	t.Helper()
+	c.trMu.Lock()
+	w := c.writes
+	c.trMu.Unlock()
+	w.gone.Store(true)
+	gone0 := c.Stats().SendsPathGone
+	pkts := stream(me, b4, 32, DefaultMTU, 7)
+	last, still := uint64(0), 0
+	for range 400 { // at most 400 rounds of 32 packets
+		batch := make([][]byte, 0, len(pkts))
+		for _, p := range pkts {
+			batch = append(batch, append([]byte(nil), p...))
+		}
+		if _, err := c.Write(batch, 0); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * time.Millisecond)
+		n := c.Stats().SendsPathGone - gone0
+		if n == last {
+			if still++; still == 20 { // nothing sent for 200 ms with packets waiting
+				return n
+			}
+			continue
+		}
+		last, still = n, 0
+	}
+	t.Fatalf("quic-go kept sending into the void (%d packets): its window never filled", last)
+	return 0
+}
+
+// An uplink address that went away with quic-go's window full: every
+// packet sent since is lost, no ACK will come, and quic-go sends path
+// probes only when its window has room, so Path.Probe would wait until its
+// context ends (the test's 20 s). Migrate says so after probeSendWait
+// with ErrProbeNotSent (tunnelLink redials on it), and the connection is
+// left as it was. With the address gone but the window not full the
+// probe leaves and the migration succeeds.
+func TestMigrateWithFullWindowOnLostPath(t *testing.T) {
+	if raceEnabled && os.Getenv("M2HO_RACE_MIGRATION") == "" {
+		t.Skip(quicMigrationRace)
+	}
+	me := netip.AddrPortFrom(netip.MustParseAddr("10.77.0.2"), 40000)
+	t.Run("window full", func(t *testing.T) {
+		h := startServer(t, newPKI(t, "phone-1"), nil)
+		c := mustDial(t, h, nil)
+		upload(t, c, h.dev, stream(me, b4, 200, DefaultMTU, 3), nil)
+		void := fillIntoVoid(t, c, me)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		err := c.Migrate(ctx, "127.0.0.2:0")
+		if !errors.Is(err, ErrProbeNotSent) {
+			t.Fatalf("Migrate after %d packets into the void: %v, want ErrProbeNotSent", void, err)
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("Migrate returned only when its context ended (%v)", err)
+		}
+		if c.Stats().Migrations != 0 || c.LocalAddr().(*net.UDPAddr).IP.String() != "127.0.0.1" {
+			t.Fatalf("after a failed migration: stats %+v, local %v", c.Stats(), c.LocalAddr())
+		}
+		t.Logf("%d QUIC packets into the void (cwnd %d B); %v", void, c.ConnectionStats().CongestionWindow, err)
+	})
+	t.Run("window with room", func(t *testing.T) {
+		h := startServer(t, newPKI(t, "phone-1"), nil)
+		c := mustDial(t, h, nil)
+		upload(t, c, h.dev, stream(me, b4, 200, DefaultMTU, 3), nil)
+		c.trMu.Lock()
+		c.writes.gone.Store(true)
+		c.trMu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		if err := c.Migrate(ctx, "127.0.0.2:0"); err != nil {
+			t.Fatalf("Migrate with the old address gone and the window empty: %v", err)
+		}
+		more := stream(me, b4, 100, DefaultMTU, 9)
+		want, _ := payloadDigest(t, more)
+		if got, _ := payloadDigest(t, upload(t, c, h.dev, more, nil)); got != want {
+			t.Fatal("upload after the migration: sha256 mismatch")
+		}
+	})
+}
+
 func TestClientClampsSYNAndAnswersOversize(t *testing.T) {
 	h := startServer(t, newPKI(t, "phone-1"), nil)
 	c := mustDial(t, h, nil)

@@ -19,6 +19,16 @@ import (
 type lossyUDP struct {
 	*net.UDPConn
 	lost *atomic.Uint64
+	w    *socketWrites
+}
+
+// socketWrites counts what one socket sent. Migrate reads it to tell
+// whether quic-go sent its path probe at all (ErrProbeNotSent); gone is
+// the tests' switch for an address that went away (every send refused as
+// EADDRNOTAVAIL would be), without root to remove one.
+type socketWrites struct {
+	ok   atomic.Uint64
+	gone atomic.Bool
 }
 
 func pathGone(err error) bool {
@@ -27,27 +37,42 @@ func pathGone(err error) bool {
 }
 
 func (c lossyUDP) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (int, int, error) {
+	if c.w.gone.Load() {
+		c.lost.Add(1)
+		return len(b), len(oob), nil
+	}
 	n, oobn, err := c.UDPConn.WriteMsgUDP(b, oob, addr)
 	if err != nil && pathGone(err) {
 		c.lost.Add(1)
 		return len(b), len(oob), nil
 	}
+	if err == nil {
+		c.w.ok.Add(1)
+	}
 	return n, oobn, err
 }
 
 func (c lossyUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if c.w.gone.Load() {
+		c.lost.Add(1)
+		return len(b), nil
+	}
 	n, err := c.UDPConn.WriteTo(b, addr)
 	if err != nil && pathGone(err) {
 		c.lost.Add(1)
 		return len(b), nil
 	}
+	if err == nil {
+		c.w.ok.Add(1)
+	}
 	return n, err
 }
 
-// wrapLossy wraps a UDP socket; any other PacketConn is returned as is.
-func wrapLossy(pc net.PacketConn, lost *atomic.Uint64) net.PacketConn {
+// wrapLossy wraps a UDP socket, counting its sends in w; any other
+// PacketConn is returned as is (and w counts nothing).
+func wrapLossy(pc net.PacketConn, lost *atomic.Uint64, w *socketWrites) net.PacketConn {
 	if u, ok := pc.(*net.UDPConn); ok {
-		return lossyUDP{UDPConn: u, lost: lost}
+		return lossyUDP{UDPConn: u, lost: lost, w: w}
 	}
 	return pc
 }
