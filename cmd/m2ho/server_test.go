@@ -83,6 +83,7 @@ func TestServerCheckNamesFlags(t *testing.T) {
 		{func(c *serverConfig) { c.Pacer, c.WaveTrainDivisor = "wave", 0 }, "--wave-train-rtt-divisor 0"},
 		{func(c *serverConfig) { c.Pacer, c.WaveTrainDivisor = "wave", 2000 }, "--wave-train-rtt-divisor 2000"},
 		{func(c *serverConfig) { c.Pacer, c.WaveQueueWindow = "wave", time.Millisecond }, "--wave-queue-window 1ms"},
+		{func(c *serverConfig) { c.Pacer, c.WaveQueueBDP = "wave", 0.1 }, "--wave-queue-bdp 0.1"},
 		{func(c *serverConfig) { c.TUNOffload = "maybe" }, "--tun-offload"},
 		{func(c *serverConfig) { c.AddressHold = -1 }, "--address-hold"},
 		{func(c *serverConfig) { c.MaxHeldAddresses = -1 }, "--max-held-addresses"},

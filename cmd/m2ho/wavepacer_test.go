@@ -139,7 +139,7 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	}
 
 	c := defaultServerConfig()
-	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow = pacerWave, 40, -1, 2*time.Second
+	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP = pacerWave, 40, -1, 2*time.Second, 0.5
 	var sc tunnel.ServerConfig
 	wp, err := c.pacers(zap.NewNop(), &sc)
 	if err != nil {
@@ -153,5 +153,8 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	}
 	if wp.cfg.TrainRTTDivisor != -1 {
 		t.Fatalf("TrainRTTDivisor %d, want -1 (--wave-train-rtt-divisor)", wp.cfg.TrainRTTDivisor)
+	}
+	if wp.cfg.QueueBDP != 0.5 {
+		t.Fatalf("QueueBDP %v, want 0.5 (--wave-queue-bdp)", wp.cfg.QueueBDP)
 	}
 }

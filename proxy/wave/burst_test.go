@@ -433,3 +433,40 @@ func TestAckDelayBounded(t *testing.T) {
 		t.Fatal("negative MaxAckDelay accepted")
 	}
 }
+
+// Config.QueueBDP sets how many bandwidth-delay estimates QueueLimit holds
+// (plus the offload batch), default 2; out of 0.25..8 it is refused.
+func TestQueueLimitBDPFactor(t *testing.T) {
+	limit := func(q float64) (bdp, lim int) {
+		p, err := New(Config{TrainRTTDivisor: -1, QueueBDP: q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := NewEvents(0)
+		g := NewGate(p, ev)
+		if n, _ := g.Budget(t0, 10); n != 10 {
+			t.Fatalf("Budget %d, want a 10-packet window", n)
+		}
+		for pn := int64(0); pn < 10; pn++ {
+			g.Sent(t0, 1250)
+			ev.Sent(t0, pn, 1250, 1)
+		}
+		for i := int64(0); i < 5; i++ {
+			ev.Acked(t0.Add(ms(100+2*float64(i))), []AckRange{{0, 2*i + 1}})
+		}
+		g.Budget(t0.Add(ms(110)), 1)
+		return g.BDPPackets(), g.QueueLimit()
+	}
+	b, l := limit(0)
+	if b < 50 || l != 2*b+QueueLimitBatch {
+		t.Fatalf("default: BDP %d, QueueLimit %d, want 2·BDP + %d", b, l, QueueLimitBatch)
+	}
+	if b2, l := limit(0.5); b2 != b || l != (b+1)/2+QueueLimitBatch {
+		t.Fatalf("QueueBDP 0.5: BDP %d, QueueLimit %d, want BDP/2 + %d", b2, l, QueueLimitBatch)
+	}
+	for _, q := range []float64{0.2, 8.5, -1} {
+		if _, err := New(Config{QueueBDP: q}); err == nil {
+			t.Errorf("QueueBDP %v accepted", q)
+		}
+	}
+}

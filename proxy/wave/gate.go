@@ -202,7 +202,8 @@ func (g *Gate) queueLimit(now time.Time) int {
 	if b == 0 {
 		return 0
 	}
-	return min(max(2*b+QueueLimitBatch, QueueLimitMin, 4*g.p.burstN), QueueLimitMax)
+	q := int(g.p.cfg.QueueBDP*float64(b) + 0.5)
+	return min(max(q+QueueLimitBatch, QueueLimitMin, 4*g.p.burstN), QueueLimitMax)
 }
 
 // windowBDP records the current bandwidth-delay estimate b and returns

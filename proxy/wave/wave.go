@@ -319,6 +319,9 @@ const (
 	// DefaultTrainRTTDivisor: a burst's ACK train should be at least
 	// min_rtt/8 long (see "Train resolution" in the package comment).
 	DefaultTrainRTTDivisor = 8
+	// DefaultQueueBDP: Gate.QueueLimit holds twice the bandwidth-delay
+	// estimate (see there).
+	DefaultQueueBDP = 2.0
 	// DefaultNoiseWindow is how many ΔRTT updates the noise floor keeps
 	// (see "ΔRTT noise floor" in the package comment).
 	DefaultNoiseWindow = 16
@@ -373,6 +376,10 @@ type Config struct {
 	// at the price of a longer standing queue (see Gate.QueueLimit).
 	// Default 0: the current estimate alone.
 	QueueWindow time.Duration
+	// QueueBDP is how many bandwidth-delay estimates Gate.QueueLimit lets
+	// queue in front of the pacer (plus QueueLimitBatch), 0.25..8.
+	// Default DefaultQueueBDP (2).
+	QueueBDP float64
 	// NoiseWindow is how many ΔRTT updates the noise floor's windowed
 	// minimum spans (see "ΔRTT noise floor" in the package comment):
 	// tracking uses max(0, ΔRTT − floor). Default DefaultNoiseWindow; -1
@@ -396,6 +403,7 @@ func DefaultConfig() Config {
 		ATDWindow:          DefaultATDWindow,
 		NoiseWindow:        DefaultNoiseWindow,
 		TrainRTTDivisor:    DefaultTrainRTTDivisor,
+		QueueBDP:           DefaultQueueBDP,
 	}
 }
 
@@ -440,6 +448,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.TrainRTTDivisor == 0 {
 		c.TrainRTTDivisor = d.TrainRTTDivisor
 	}
+	if c.QueueBDP == 0 {
+		c.QueueBDP = d.QueueBDP
+	}
 	switch {
 	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
@@ -463,6 +474,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.NoiseWindow = %d, want 1..4096 or -1 (off)", c.NoiseWindow)
 	case c.TrainRTTDivisor != -1 && (c.TrainRTTDivisor < 1 || c.TrainRTTDivisor > 1<<10):
 		return c, fmt.Errorf("wave: Config.TrainRTTDivisor = %d, want 1..1024 or -1 (off)", c.TrainRTTDivisor)
+	case !(c.QueueBDP >= 0.25 && c.QueueBDP <= 8):
+		return c, fmt.Errorf("wave: Config.QueueBDP = %v, want 0.25..8", c.QueueBDP)
 	case c.QueueWindow != 0 && (c.QueueWindow < 10*time.Millisecond || c.QueueWindow > time.Minute):
 		return c, fmt.Errorf("wave: Config.QueueWindow = %v, want 10ms..1m or 0 (off)", c.QueueWindow)
 	case c.ATDWindow < 1 || c.ATDWindow > 1<<12:
