@@ -376,23 +376,34 @@ func (l *tunnelLink) checkUplink(ctx context.Context) {
 	l.st.migrations.Add(1)
 }
 
-// watchUplink checks the uplink's address every interval and on each
-// value from kick (SIGHUP), migrating when it changed, until ctx ends.
+// watchUplink checks the uplink's address every interval, on each value
+// from kick (SIGHUP) and when the live client's socket had a send refused
+// (Client.PathGone), migrating when it changed, until ctx ends.
 // Polling (the interface's address list) instead of a netlink
 // subscription: a phone's address changes at most every few seconds and
 // one poll a second costs one small system call.
 func (l *tunnelLink) watchUplink(ctx context.Context, every time.Duration, kick <-chan struct{}) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
+	listen := true // refused sends: at most one extra check per interval
 	for {
+		var gone <-chan struct{}
+		if c := l.current(); c != nil && listen {
+			gone = c.PathGone()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-l.done:
 			return nil
 		case <-t.C:
+			listen = true
 		case <-kick:
 			l.log.Info("SIGHUP: checking the uplink address")
+		case <-gone:
+			// A refused send: check now rather than at the next poll
+			// (while the address stays gone every send is refused).
+			listen = false
 		}
 		l.checkUplink(ctx)
 	}

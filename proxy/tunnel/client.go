@@ -143,6 +143,7 @@ type Client struct {
 	sockets    []net.PacketConn // quic.Transport does not close a Conn it was given
 	local      net.Addr
 	writes     *socketWrites // the current socket's
+	pathGoneCh chan struct{} // PathGone
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -204,7 +205,8 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		local:   udp.LocalAddr(),
 		dead:    make(chan struct{}),
 	}
-	c.writes = new(socketWrites)
+	c.pathGoneCh = make(chan struct{}, 1)
+	c.writes = &socketWrites{notify: c.pathGoneCh}
 	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone, c.writes)}
 	c.transports = []*quic.Transport{tr}
 	if l, ok := cfg.Pacer.(QueueLimiter); ok {
@@ -680,7 +682,7 @@ func (c *Client) Migrate(ctx context.Context, localAddr string) error {
 	if err != nil {
 		return fmt.Errorf("tunnel: migrate to %q: %w", localAddr, err)
 	}
-	w := new(socketWrites)
+	w := &socketWrites{notify: c.pathGoneCh}
 	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone, w)}
 	path, err := c.qc.AddPath(tr)
 	if err != nil {
@@ -721,6 +723,13 @@ func (c *Client) Migrate(ctx context.Context, localAddr string) error {
 	c.log.Info("migrated", zap.Stringer("from", old), zap.Stringer("to", udp.LocalAddr()))
 	return nil
 }
+
+// PathGone receives a token (at most one pending) when the kernel refused
+// a send for want of an address or a route: the uplink's address has
+// probably gone, and the sooner Migrate is called the fewer packets go
+// into the void first (with a window's worth of them quic-go can no
+// longer probe: ErrProbeNotSent).
+func (c *Client) PathGone() <-chan struct{} { return c.pathGoneCh }
 
 // Done is closed when the session or its connection has ended (the
 // server closed it, the idle timeout struck, or Close): from then on Write

@@ -428,6 +428,35 @@ func TestMigrateWithFullWindowOnLostPath(t *testing.T) {
 	})
 }
 
+// PathGone fires on a refused send (the uplink's address gone), not
+// before: the link's watcher migrates on it instead of waiting for its
+// next poll.
+func TestPathGoneSignalsRefusedSend(t *testing.T) {
+	h := startServer(t, newPKI(t, "phone-1"), nil)
+	c := mustDial(t, h, nil)
+	me := netip.AddrPortFrom(netip.MustParseAddr("10.77.0.2"), 40000)
+	upload(t, c, h.dev, stream(me, b4, 50, DefaultMTU, 3), nil)
+	select {
+	case <-c.PathGone():
+		t.Fatal("PathGone fired while every send went out")
+	default:
+	}
+	c.trMu.Lock()
+	c.writes.gone.Store(true)
+	c.trMu.Unlock()
+	if _, err := c.Write(stream(me, b4, 1, DefaultMTU, 4), 0); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-c.PathGone():
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no PathGone after a refused send (stats %+v)", c.Stats())
+	}
+	if c.Stats().SendsPathGone == 0 {
+		t.Fatal("the refused send was not counted")
+	}
+}
+
 func TestClientClampsSYNAndAnswersOversize(t *testing.T) {
 	h := startServer(t, newPKI(t, "phone-1"), nil)
 	c := mustDial(t, h, nil)

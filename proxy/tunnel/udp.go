@@ -27,8 +27,21 @@ type lossyUDP struct {
 // the tests' switch for an address that went away (every send refused as
 // EADDRNOTAVAIL would be), without root to remove one.
 type socketWrites struct {
-	ok   atomic.Uint64
-	gone atomic.Bool
+	ok     atomic.Uint64
+	gone   atomic.Bool
+	notify chan struct{} // a token on each refused send (Client.PathGone); nil: none
+}
+
+// refused counts a send the kernel refused for want of an address or a
+// route, and tells the client's watcher.
+func (c lossyUDP) refused() {
+	c.lost.Add(1)
+	if c.w.notify != nil {
+		select {
+		case c.w.notify <- struct{}{}:
+		default:
+		}
+	}
 }
 
 func pathGone(err error) bool {
@@ -38,12 +51,12 @@ func pathGone(err error) bool {
 
 func (c lossyUDP) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (int, int, error) {
 	if c.w.gone.Load() {
-		c.lost.Add(1)
+		c.refused()
 		return len(b), len(oob), nil
 	}
 	n, oobn, err := c.UDPConn.WriteMsgUDP(b, oob, addr)
 	if err != nil && pathGone(err) {
-		c.lost.Add(1)
+		c.refused()
 		return len(b), len(oob), nil
 	}
 	if err == nil {
@@ -54,12 +67,12 @@ func (c lossyUDP) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (int, int, error
 
 func (c lossyUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if c.w.gone.Load() {
-		c.lost.Add(1)
+		c.refused()
 		return len(b), nil
 	}
 	n, err := c.UDPConn.WriteTo(b, addr)
 	if err != nil && pathGone(err) {
-		c.lost.Add(1)
+		c.refused()
 		return len(b), nil
 	}
 	if err == nil {
