@@ -44,6 +44,19 @@ func (c lossyUDP) refused() {
 	}
 }
 
+// lostTo counts a send's outcome: true when the kernel refused it for
+// want of an address or a route (reported to quic-go as sent, i.e. lost).
+func (c lossyUDP) lostTo(err error) bool {
+	switch {
+	case err == nil:
+		c.w.ok.Add(1)
+	case pathGone(err):
+		c.refused()
+		return true
+	}
+	return false
+}
+
 func pathGone(err error) bool {
 	return errors.Is(err, syscall.EADDRNOTAVAIL) || errors.Is(err, syscall.ENETUNREACH) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETDOWN)
@@ -55,12 +68,8 @@ func (c lossyUDP) WriteMsgUDP(b, oob []byte, addr *net.UDPAddr) (int, int, error
 		return len(b), len(oob), nil
 	}
 	n, oobn, err := c.UDPConn.WriteMsgUDP(b, oob, addr)
-	if err != nil && pathGone(err) {
-		c.refused()
+	if c.lostTo(err) {
 		return len(b), len(oob), nil
-	}
-	if err == nil {
-		c.w.ok.Add(1)
 	}
 	return n, oobn, err
 }
@@ -71,12 +80,8 @@ func (c lossyUDP) WriteTo(b []byte, addr net.Addr) (int, error) {
 		return len(b), nil
 	}
 	n, err := c.UDPConn.WriteTo(b, addr)
-	if err != nil && pathGone(err) {
-		c.refused()
+	if c.lostTo(err) {
 		return len(b), nil
-	}
-	if err == nil {
-		c.w.ok.Add(1)
 	}
 	return n, err
 }
