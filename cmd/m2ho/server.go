@@ -56,6 +56,7 @@ type serverConfig struct {
 	WaveTrainDivisor  int           `yaml:"wave-train-rtt-divisor"`
 	WaveQueueWindow   time.Duration `yaml:"wave-queue-window"`
 	WaveQueueBDP      float64       `yaml:"wave-queue-bdp"`
+	WaveStartupRamp   bool          `yaml:"wave-startup-ramp"`
 }
 
 func defaultServerConfig() serverConfig {
@@ -80,6 +81,7 @@ func defaultServerConfig() serverConfig {
 		// bursts grow while noisy trains are shorter than min_rtt/8
 		WaveTrainDivisor: wave.DefaultTrainRTTDivisor,
 		WaveQueueBDP:     wave.DefaultQueueBDP,
+		WaveStartupRamp:  true,
 	}
 }
 
@@ -165,6 +167,7 @@ Example (as root):
 	fs.IntVar(&c.WaveMaxBurst, "wave-max-burst", c.WaveMaxBurst, "largest adaptive Wave burst in packets (the burst doubles from --wave-burst while TxTime is at its floor); equal to --wave-burst: fixed bursts")
 	fs.IntVar(&c.WaveTrainDivisor, "wave-train-rtt-divisor", c.WaveTrainDivisor, "Wave bursts also grow while their ACK trains are noisy and shorter than min_rtt divided by this (1..1024; the trains then carry the hosts' millisecond timing noise as a small part; -1: off, bursts grow only at the TxTime floor)")
 	fs.DurationVar(&c.WaveQueueWindow, "wave-queue-window", c.WaveQueueWindow, "the downlink queue is held at twice the bandwidth-delay estimate of the last --wave-queue-window (third largest of ten slots), so a capacity dip shorter than this does not drop the tunnelled TCP's window, at the price of a longer standing queue (10ms..1m, e.g. 1s on a 5G uplink; 0: the current estimate alone)")
+	fs.BoolVar(&c.WaveStartupRamp, "wave-startup-ramp", c.WaveStartupRamp, "until its first measured burst, Wave halves TxTime (from 200 ms) after each used-up burst window whose queue was still waiting, so that tunnelled TCPs in slow start are not held at its probe rate (false: Wave's published rule, 200 ms until measured)")
 	fs.Float64Var(&c.WaveQueueBDP, "wave-queue-bdp", c.WaveQueueBDP, "the downlink queue in front of Wave holds this many bandwidth-delay estimates plus one offload batch (0.25..8); it can only lower --queue-len, which bounds it too")
 	return cmd
 }
@@ -264,6 +267,7 @@ func (c *serverConfig) pacers(log *zap.Logger, sc *tunnel.ServerConfig) (*wavePa
 		wc := wave.DefaultConfig()
 		wc.BurstPackets, wc.MinTxTime, wc.MaxBurstPackets = c.WaveBurst, c.WaveMinTxTime, c.WaveMaxBurst
 		wc.TrainRTTDivisor, wc.QueueWindow, wc.QueueBDP = c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP
+		wc.StartupRampOff = !c.WaveStartupRamp
 		w, err := newWavePacers(wc, log.Named("wave"))
 		if err != nil {
 			return nil, fmt.Errorf("--wave-burst/--wave-max-burst/--wave-min-tx-time: %w", err)

@@ -99,8 +99,9 @@ func (w *wavePacers) newConnPacer(identity string, qc *quic.Conn) tunnel.Pacer {
 				zap.Duration("tx_time", st.TxTime), zap.Int("burst_packets", st.BurstPackets),
 				zap.Duration("atd", st.ATD), zap.Duration("atd_last", st.ATDLast),
 				zap.Duration("min_rtt", st.MinRTT), zap.Duration("delta_rtt", st.DeltaRTT), zap.Duration("noise_floor", st.NoiseFloor),
-				zap.Uint64("bursts_measured", st.Counters.BurstsMeasured), zap.Uint64("recovery_updates", st.Counters.RecoveryUpdates),
-				zap.Uint64("hints_no_rate", st.Counters.HintsNoRate))
+				zap.Uint64("bursts", st.Counters.Bursts), zap.Uint64("bursts_measured", st.Counters.BurstsMeasured), zap.Uint64("recovery_updates", st.Counters.RecoveryUpdates),
+				zap.Uint64("app_limited", st.Counters.BurstsAppLimited), zap.Uint64("short_train", st.Counters.BurstsShortTrain), zap.Uint64("lossy", st.Counters.BurstsLossy),
+				zap.Uint64("startup_ramps", st.Counters.StartupRamps), zap.Uint64("hints_no_rate", st.Counters.HintsNoRate))
 		}
 		st := wp.g.State()
 		w.mu.Lock()
@@ -136,6 +137,7 @@ func addCounters(dst *wave.Counters, c wave.Counters) {
 	dst.BurstsPartial += c.BurstsPartial
 	dst.BurstGrows += c.BurstGrows
 	dst.BurstShrinks += c.BurstShrinks
+	dst.StartupRamps += c.StartupRamps
 	dst.PacketsSent += c.PacketsSent
 	dst.PacketsUnpaced += c.PacketsUnpaced
 	dst.PacketsAcked += c.PacketsAcked
@@ -211,11 +213,12 @@ var (
 	wvDescCap    = prometheus.NewDesc("m2ho_wave_cap_blocked_total", "Budget refusals by the ŝ_max cap of a predicted handover.", nil, nil)
 	wvDescHints  = prometheus.NewDesc("m2ho_wave_hints_applied_total", "Hints applied to a Wave pacer by kind (refused: invalid for the pacer).", []string{"kind"}, nil)
 	wvDescTx     = prometheus.NewDesc("m2ho_wave_tx_time_seconds", "Current TxTime of each live session's pacer (the interval between bursts).", []string{"session"}, nil)
+	wvDescRamp   = prometheus.NewDesc("m2ho_wave_startup_ramps_total", "TxTime halvings of Wave's startup ramp (before the first measured burst, a used-up window whose queue was still waiting).", nil, nil)
 	wvDescNo     = prometheus.NewDesc("m2ho_wave_sessions_without_trace_total", "Sessions that fell back to quic-go's pacing (no trace).", nil, nil)
 )
 
 func (c *waveCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{wvDescBursts, wvDescSize, wvDescBurstN, wvDescPkts, wvDescCap, wvDescHints, wvDescTx, wvDescNo} {
+	for _, d := range []*prometheus.Desc{wvDescBursts, wvDescSize, wvDescRamp, wvDescBurstN, wvDescPkts, wvDescCap, wvDescHints, wvDescTx, wvDescNo} {
 		ch <- d
 	}
 }
@@ -230,6 +233,7 @@ func (c *waveCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(wvDescBursts, t.BurstsPartial, "partial")
 	cnt(wvDescSize, t.BurstGrows, "grow")
 	cnt(wvDescSize, t.BurstShrinks, "shrink")
+	cnt(wvDescRamp, t.StartupRamps)
 	cnt(wvDescBursts, t.RecoveryUpdates, "recovery")
 	cnt(wvDescBursts, t.Adjustments, "adjustment")
 	cnt(wvDescBursts, t.BurstsLossy, "lossy")

@@ -97,7 +97,7 @@ func TestWavePacerAdapter(t *testing.T) {
 // reaches wave.Config.MaxBurstPackets.
 func TestWaveCollectorBurstCounters(t *testing.T) {
 	set, w := newTestWavePacer(t)
-	set.gone = wave.Counters{BurstsPartial: 2, BurstGrows: 3, BurstShrinks: 1}
+	set.gone = wave.Counters{BurstsPartial: 2, BurstGrows: 3, BurstShrinks: 1, StartupRamps: 4}
 	set.live[w] = struct{}{}
 	t0 := time.Unix(1000, 0)
 	if n, _ := w.Budget(t0, 3); n != 3 {
@@ -130,6 +130,7 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 		"m2ho_wave_bursts_total{partial}":            2,
 		"m2ho_wave_burst_size_changes_total{grow}":   3,
 		"m2ho_wave_burst_size_changes_total{shrink}": 1,
+		"m2ho_wave_startup_ramps_total":              4,
 		"m2ho_wave_burst_packets{0}":                 float64(wave.DefaultBurstPackets),
 		"m2ho_wave_bursts_total{opened}":             1,
 	} {
@@ -139,8 +140,13 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	}
 
 	c := defaultServerConfig()
-	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP = pacerWave, 40, -1, 2*time.Second, 0.5
 	var sc tunnel.ServerConfig
+	c.Pacer = pacerWave
+	if wp, err := c.pacers(zap.NewNop(), &sc); err != nil || wp.cfg.StartupRampOff {
+		t.Fatalf("default server config: %v, StartupRampOff %v; want the startup ramp on", err, wp != nil && wp.cfg.StartupRampOff)
+	}
+	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP = pacerWave, 40, -1, 2*time.Second, 0.5
+	c.WaveStartupRamp = false
 	wp, err := c.pacers(zap.NewNop(), &sc)
 	if err != nil {
 		t.Fatal(err)
@@ -156,5 +162,8 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	}
 	if wp.cfg.QueueBDP != 0.5 {
 		t.Fatalf("QueueBDP %v, want 0.5 (--wave-queue-bdp)", wp.cfg.QueueBDP)
+	}
+	if !wp.cfg.StartupRampOff {
+		t.Fatal("StartupRampOff false, want true (--wave-startup-ramp=false)")
 	}
 }

@@ -271,6 +271,50 @@ type tsim struct {
 	retransmits   int
 	rtoFires      int
 	innerSegsSent int
+
+	// HyStart's view of slow start (Linux tcp_cubic.c, its delay test:
+	// from a window of hsLowWindow segments on, per round, until the ACK
+	// passes what was sent when the round began, the minimum of the
+	// round's RTT samples once it has hsMinSamples of them, against the
+	// connection's minimum; slow start ends where that excess passes
+	// clamp(min/8, 4 ms, 16 ms)). The model's Reno does not act on it:
+	// hsWorst is the largest excess of the minimum of a round's first
+	// hsMinSamples samples while cwnd < hsWatchBelow, hsWorstCwnd the
+	// cwnd then (see TestStartupRampInnerSlowStart).
+	hsRoundEnd    int64
+	hsCurr, hsMin time.Duration
+	hsSamples     int
+	hsWatchBelow  float64
+	hsWorst       time.Duration
+	hsWorstCwnd   float64
+}
+
+const (
+	hsLowWindow  = 16
+	hsMinSamples = 8
+)
+
+// hystartSample feeds one RTT sample of an ACK up to a to HyStart's view
+// (see tsim.hsWorst).
+func (s *tsim) hystartSample(a int64, rtt time.Duration) {
+	if s.hsMin == 0 || rtt < s.hsMin {
+		s.hsMin = rtt
+	}
+	if s.cwnd >= s.ssth || s.cwnd < hsLowWindow {
+		return
+	}
+	if a > s.hsRoundEnd {
+		s.hsRoundEnd, s.hsCurr, s.hsSamples = s.nxt, 0, 0
+	}
+	if s.hsCurr == 0 || rtt < s.hsCurr {
+		s.hsCurr = rtt
+	}
+	if s.hsSamples++; s.hsSamples != hsMinSamples {
+		return
+	}
+	if ex := s.hsCurr - s.hsMin; ex > s.hsWorst && s.cwnd < s.hsWatchBelow {
+		s.hsWorst, s.hsWorstCwnd = ex, s.cwnd
+	}
 }
 
 func newTsim(t *testing.T, steps []rateStep, buf int, snd tunSender, tcp bool) *tsim {
@@ -663,6 +707,7 @@ func (s *tsim) tcpAck(now time.Time, a int64, sacks []int64) {
 				s.tsrtt = (7*s.tsrtt + rtt) / 8
 			}
 			s.rto = max(s.tsrtt+4*s.trvar, 200*time.Millisecond)
+			s.hystartSample(a, rtt)
 		}
 		s.una = a
 		if s.nxt < s.una {

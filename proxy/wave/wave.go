@@ -238,6 +238,29 @@
 //     high BDP, inner TCP: 98 % and 95 % of C; TrainRTTDivisor -1 turns
 //     it off.
 //
+//   - Startup ramp. Before its first measurement Wave sends a burst every
+//     InitialTxTime (200 ms): ~0.6 Mbit/s, Wave's probe rate for a sender
+//     that is the flow. In the tunnel the flows are inner TCPs in slow
+//     start, which double their window every RTT whatever the pacer
+//     does, and the first measurement needs a burst acked by at least
+//     MinAcks frames: on the real stack (bench high-bdp, 600 ms) the
+//     receiver's batching and the hosts' noise left the server's pacer
+//     in initial mode for 4-6 s (its state log), the inner TCP's
+//     segments queued in front of it, the inner RTT rose by up to 170 ms,
+//     and Linux's HyStart (which leaves slow start once the round's RTT
+//     exceeds its minimum by 4-16 ms) ended slow start at 100-200 KB of
+//     a 3.75 MB BDP in 5 of 9 runs (session 11, Wave with three queue
+//     depths: 25-35 Mbit/s of 50 over 60 s, against 31-47 in the others,
+//     whose slow start went on to 1.4-3.1 MB). So until the first measurement a burst
+//     window that was used up and whose queue was still waiting at its
+//     end (the next release within half a TxTime of it) halves TxTime,
+//     down to MinTxTime: the pacer's rate doubles per window while
+//     datagrams wait for it, and quic-go's own controller underneath
+//     (Reno with HyStart, the `quic` variant's limit) decides what
+//     leaves, until a measured burst hands the rate to tracking or
+//     recovery. Adjustment keeps Wave's rule (there the path said its
+//     queue is over β). StartupRampOff turns it off.
+//
 //   - Handover hints (no published Wave has them): a predicted handover caps
 //     bytes in flight (sent and not acked or lost, plus released and not
 //     yet sent) at ŝ_max, cwnd-like (a release may start below the cap and
@@ -385,6 +408,10 @@ type Config struct {
 	// tracking uses max(0, ΔRTT − floor). Default DefaultNoiseWindow; -1
 	// turns the floor off (Wave's published rule, TxTime = ATD + ΔRTT/2).
 	NoiseWindow int
+	// StartupRampOff turns the startup ramp off (see "Startup ramp" in
+	// the package comment): TxTime then stays at InitialTxTime until the
+	// first measurement, Wave's published rule.
+	StartupRampOff bool
 }
 
 // DefaultConfig returns Wave's published constants.
@@ -504,6 +531,7 @@ type Counters struct {
 	BurstsPartial    uint64 // partial bursts measured (ATD scaled to the burst size)
 	BurstGrows       uint64 // burst size doubled (TxTime at its floor)
 	BurstShrinks     uint64 // burst size halved (TxTime well above its floor, or a lossy burst)
+	StartupRamps     uint64 // TxTime halved before the first measurement: a full window, the queue still waiting
 	BurstsShortTrain uint64 // full, settled by 2..MinAcks-1 frames: no sample
 	BurstsEvicted    uint64 // dropped from the full burst ring
 	BurstsDropped    uint64 // dropped by an adjustment or a handover restart
@@ -771,6 +799,7 @@ func (p *Pacer) OnRelease(now time.Time, n, bytes int) {
 		bytes = 0
 	}
 	if !p.winOpen || !now.Before(p.nextStart()) {
+		p.rampStartup(now)
 		p.winOpen = true
 		p.winStart = now
 		p.winReleased = 0
@@ -789,6 +818,24 @@ func (p *Pacer) OnRelease(now time.Time, n, bytes int) {
 	b.lastRel = now
 	b.released += n
 	b.pendingBytes += bytes
+}
+
+// rampStartup is the startup ramp (see the package comment), called when
+// a release at now opens a new burst window: before any measurement, a
+// window that released a whole burst followed by a release within half a
+// TxTime of the window's end means datagrams waited for the window, so
+// TxTime halves (down to MinTxTime).
+func (p *Pacer) rampStartup(now time.Time) {
+	if p.cfg.StartupRampOff || p.mode != ModeInitial || !p.winOpen || p.winReleased < p.burstN {
+		return
+	}
+	if now.Sub(p.nextStart()) > p.txTime/2 {
+		return // the flow paused: nothing waited for the window
+	}
+	if t := max(p.txTime/2, p.cfg.MinTxTime); t < p.txTime {
+		p.txTime = t
+		p.c.StartupRamps++
+	}
 }
 
 // newBurst starts a burst record, evicting the oldest when the ring is full.
