@@ -241,23 +241,25 @@
 //   - Startup ramp. Before its first measurement Wave sends a burst every
 //     InitialTxTime (200 ms): ~0.6 Mbit/s, Wave's probe rate for a sender
 //     that is the flow. In the tunnel the flows are inner TCPs in slow
-//     start, which double their window every RTT whatever the pacer
-//     does, and the first measurement needs a burst acked by at least
-//     MinAcks frames: on the real stack (bench high-bdp, 600 ms) the
-//     receiver's batching and the hosts' noise left the server's pacer
-//     in initial mode for 4-6 s (its state log), the inner TCP's
-//     segments queued in front of it, the inner RTT rose by up to 170 ms,
-//     and Linux's HyStart (which leaves slow start once the round's RTT
-//     exceeds its minimum by 4-16 ms) ended slow start at 100-200 KB of
-//     a 3.75 MB BDP in 5 of 9 runs (session 11, Wave with three queue
+//     start, which double their window every RTT whatever the pacer does,
+//     and the first measurement needs a burst acked by at least MinAcks
+//     frames: on the real stack (bench high-bdp, 600 ms) the inner TCP's
+//     ACK-clocked segments make spread bursts (not measured) and the
+//     receiver's batching short trains, so the server's pacer stayed in
+//     initial mode for the first 2 s of the flow and held it at 10
+//     packets per 200 ms from 0.75 s on (the emulator's packet log), the
+//     inner TCP's segments queued in front of it, its RTT rose by 80-120
+//     ms, and Linux's HyStart (which leaves slow start once the round's
+//     RTT exceeds its minimum by 4-16 ms) ended slow start at 100-200 KB
+//     of a 3.75 MB BDP in 5 of 9 runs (session 11, Wave with three queue
 //     depths: 25-35 Mbit/s of 50 over 60 s, against 31-47 in the others,
-//     whose slow start went on to 1.4-3.1 MB). So until the first measurement a burst
-//     window that was used up and whose queue was still waiting at its
-//     end (the next release within half a TxTime of it) halves TxTime,
-//     down to MinTxTime: the pacer's rate doubles per window while
-//     datagrams wait for it, and quic-go's own controller underneath
-//     (Reno with HyStart, the `quic` variant's limit) decides what
-//     leaves, until a measured burst hands the rate to tracking or
+//     whose slow start went on to 1.4-3.1 MB). So until the first
+//     measurement a burst window that was used up and whose queue was
+//     still waiting at its end (the next release within half a TxTime of
+//     it) halves TxTime, down to MinTxTime: the pacer's rate doubles per
+//     window while datagrams wait for it, and quic- go's own controller
+//     underneath (Reno with HyStart, the `quic` variant's limit) decides
+//     what leaves, until a measured burst hands the rate to tracking or
 //     recovery. Adjustment keeps Wave's rule (there the path said its
 //     queue is over β). StartupRampOff turns it off.
 //
