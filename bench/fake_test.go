@@ -41,7 +41,15 @@ with open(out + "/handovers.tsv", "w") as f:
     f.write("report_s\tcommand_s\tra_s\tfrom\tto\ttype\toverflow_drops\tflushed_holes\tflushed_early\n3.354\t3.5\t3.56\ta\tb\thorizontal\t7\t1\t4\n6.854\t7.0\t7.06\tb\ta\thorizontal\t0\t0\t0\n")
 with open(out + "/falsealarms.tsv", "w") as f:
     f.write("report_s\ta1_s\n")
-json.dump({"scenario": "fake", "scale": 1, "start_unix_ns": start, "duration_s": dur, "valid": True,
+# M2HO_FAKE_COUNT counts the emulations; the M2HO_FAKE_INVALID_AT-th is
+# marked invalid, as a host that fell behind would have it.
+valid = True
+cf = os.environ.get("M2HO_FAKE_COUNT")
+if cf:
+    n = (int(open(cf).read()) if os.path.exists(cf) else 0) + 1
+    open(cf, "w").write(str(n))
+    valid = str(n) != os.environ.get("M2HO_FAKE_INVALID_AT")
+json.dump({"scenario": "fake", "scale": 1, "start_unix_ns": start, "duration_s": dur, "valid": valid,
            "handovers": 2, "dup_acks_up": 3}, open(out + "/emulator.json", "w"))
 subprocess.run(["ip", "link", "del", dev])
 `
@@ -49,7 +57,9 @@ subprocess.run(["ip", "link", "del", dev])
 // TestRunWithFakes drives Run end to end with a fake m2ho: real
 // namespaces and iperf3, fake proxy and emulator. It checks the
 // orchestration (start order, readiness, the receiver timestamps, teardown)
-// independently of the emulator.
+// independently of the emulator, and --retry-invalid: the fake marks the
+// second emulation (m2ho's first run) invalid, so the repetition is made
+// again and its first attempt set aside.
 func TestRunWithFakes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("real-kernel test skipped in -short mode")
@@ -67,12 +77,14 @@ func TestRunWithFakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(tmp, "out")
+	t.Setenv("M2HO_FAKE_COUNT", filepath.Join(tmp, "emulations"))
+	t.Setenv("M2HO_FAKE_INVALID_AT", "2")
 	vs, _ := ParseVariants([]string{"pass", "m2ho"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var progress strings.Builder
 	s, err := Run(ctx, Config{Scenario: sc, Duration: 9 * time.Second, Scale: 1, Variants: vs, OutDir: out,
-		Binary: bin, CommandLine: "fake", Progress: &progress})
+		Binary: bin, CommandLine: "fake", Progress: &progress, RetryInvalid: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,8 +137,17 @@ func TestRunWithFakes(t *testing.T) {
 	if len(got.Comparisons) != 3 || got.Comparisons[0].Metric != "goodput" || got.Comparisons[0].N != 1 || got.Comparisons[0].Ratio <= 0 {
 		t.Errorf("comparisons %+v", got.Comparisons)
 	}
-	if !strings.Contains(progress.String(), "run 2/2 m2ho") {
-		t.Errorf("progress lines: %q", progress.String())
+	if p := progress.String(); !strings.Contains(p, "run 2/2 m2ho") || !strings.Contains(p, "repetition 1 (seed 1) invalid: m2ho (emulator marked the run invalid") ||
+		!strings.Contains(p, "run 4/4 m2ho") || strings.Contains(p, "run 5/") {
+		t.Errorf("progress lines: want the retry after run 2 and no third attempt: %q", p)
+	}
+	if len(got.Retried) != 2 || got.Retried[1].Variant != "m2ho" || len(got.Retried[1].Problems) == 0 || len(got.Retried[0].Problems) != 0 {
+		t.Errorf("retried %+v, want the first attempt's pass (valid) and m2ho (invalid)", got.Retried)
+	}
+	for _, r := range []string{"pass-1-try1", "m2ho-1-try1"} {
+		if _, err := os.Stat(filepath.Join(out, retriedDir, r, "run.json")); err != nil {
+			t.Errorf("set-aside attempt: %v", err)
+		}
 	}
 	for _, r := range []string{"pass-1", "m2ho-1"} {
 		d, err := LoadRun(filepath.Join(out, "runs", r))

@@ -59,8 +59,11 @@ type Config struct {
 	// passed to the emulator and used for the scenario the bench reports.
 	XCAL, Capacity string
 	LateThreshold  float64 // --late-threshold PCT for the emulator (0 = its default)
-	Port           int     // iperf3 port; 0 = 5201
-	CommandLine    string  // recorded in the summary
+	// RetryInvalid is how many times a repetition with an invalid run is
+	// set aside and made again, all its variants (retry.go); 0 = never.
+	RetryInvalid int
+	Port         int    // iperf3 port; 0 = 5201
+	CommandLine  string // recorded in the summary
 	// Progress receives the progress line (nil = none).
 	Progress io.Writer
 	Log      *zap.Logger
@@ -206,32 +209,56 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		}
 	}
 	for i := range cfg.Repeat {
-		for _, v := range cfg.Variants {
-			n++
-			rd := filepath.Join(cfg.OutDir, "runs", fmt.Sprintf("%s-%d", v.Name, i+1))
-			r := runner{cfg: cfg, sc: sc, v: v, index: i, dir: rd, secs: secs, seed: seeds[i],
-				sock: filepath.Join(sockDir, fmt.Sprintf("s%d.sock", n)), label: fmt.Sprintf("run %d/%d %s", n, total, v.Name)}
-			if err := r.runFresh(ctx); err != nil {
-				return Summary{}, fmt.Errorf("%s: %w (files in %s)", r.label, err, rd)
+		for attempt := 1; ; attempt++ {
+			var rep []RunResult
+			var dirs []string
+			for _, v := range cfg.Variants {
+				n++
+				rd := filepath.Join(cfg.OutDir, "runs", fmt.Sprintf("%s-%d", v.Name, i+1))
+				r := runner{cfg: cfg, sc: sc, v: v, index: i, dir: rd, secs: secs, seed: seeds[i],
+					sock: filepath.Join(sockDir, fmt.Sprintf("s%d.sock", n)), label: fmt.Sprintf("run %d/%d %s", n, total, v.Name)}
+				if err := r.runFresh(ctx); err != nil {
+					return Summary{}, fmt.Errorf("%s: %w (files in %s)", r.label, err, rd)
+				}
+				d, err := LoadRun(rd)
+				if err != nil {
+					return Summary{}, err
+				}
+				res, err := AnalyzeRun(d)
+				if err != nil {
+					return Summary{}, err
+				}
+				if cfg.Progress != nil {
+					fmt.Fprintf(cfg.Progress, "\r%s: %.1f Mbps, %d handovers, valid=%v%s\n", r.label, res.GoodputMbps, len(res.Handovers), res.Valid(), strings.Repeat(" ", 20))
+				}
+				rep = append(rep, res)
+				dirs = append(dirs, rd)
 			}
-			d, err := LoadRun(rd)
-			if err != nil {
+			retry, why := retryRepetition(rep, attempt, cfg.RetryInvalid)
+			if !retry {
+				results = append(results, rep...)
+				break
+			}
+			if err := setAside(cfg.OutDir, dirs, attempt); err != nil {
 				return Summary{}, err
 			}
-			res, err := AnalyzeRun(d)
-			if err != nil {
-				return Summary{}, err
-			}
+			total += len(cfg.Variants)
 			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "\r%s: %.1f Mbps, %d handovers, valid=%v%s\n", r.label, res.GoodputMbps, len(res.Handovers), res.Valid(), strings.Repeat(" ", 20))
+				fmt.Fprintf(cfg.Progress, "repetition %d (seed %d) invalid: %s; set aside in %s, retry %d of %d\n",
+					i+1, seeds[i], why, filepath.Join(cfg.OutDir, retriedDir), attempt, cfg.RetryInvalid)
 			}
-			results = append(results, res)
+			cfg.Log.Info("bench: repetition retried", zap.Int("repetition", i+1), zap.Uint64("seed", seeds[i]),
+				zap.Int("attempt", attempt), zap.String("why", why))
 		}
 	}
 	m := Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: seed, Seeds: seeds, DurationS: float64(secs), Repeat: cfg.Repeat,
 		CommandLine: cfg.CommandLine, Variants: cfg.Variants}
 	s := Summarize(results, m)
 	s.Calibration = Calibrate(CalibrationRuns(cfg.OutDir, results), MeasuredReference(dataDirOr(cfg.DataDir)))
+	if s.Retried, err = readRetried(cfg.OutDir, cfg.Variants); err != nil {
+		return s, err
+	}
+	s.RetryInvalid = cfg.RetryInvalid
 	return s, WriteOutputs(cfg.OutDir, s, results)
 }
 
@@ -404,6 +431,10 @@ func clearRuns(dir string) (int, error) {
 			return 0, fmt.Errorf("--out %s: %w", dir, err)
 		}
 	}
+	// An earlier bench's set-aside attempts belong to its runs.
+	if err := os.RemoveAll(filepath.Join(dir, retriedDir)); err != nil {
+		return 0, fmt.Errorf("--out %s: %w", dir, err)
+	}
 	return len(ents), nil
 }
 
@@ -432,6 +463,9 @@ func Reanalyze(dir string, m Meta) (Summary, error) {
 	slices.SortFunc(results, func(a, b RunResult) int { return a.Index - b.Index })
 	s := Summarize(results, m)
 	s.Calibration = Calibrate(CalibrationRuns(dir, results), MeasuredReference(dataDirOr(m.DataDir)))
+	if s.Retried, err = readRetried(dir, m.Variants); err != nil {
+		return s, err
+	}
 	return s, WriteOutputs(dir, s, results)
 }
 

@@ -49,6 +49,10 @@ type Summary struct {
 	HandoverTable       []HandoverStat `json:"handover_table"`
 	// Sequences is issue 9's measured requirement per variant (sequence.go).
 	Sequences []SequenceSummary `json:"sequences"`
+	// RetryInvalid is --retry-invalid; Retried lists the runs of the
+	// repetitions that were set aside and made again (retry.go).
+	RetryInvalid int          `json:"retry_invalid,omitempty"`
+	Retried      []RetriedRun `json:"retried,omitempty"`
 }
 
 // VariantSummary is one variant's numbers over all its runs.
@@ -485,6 +489,9 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 	}
 	fmt.Fprintf(&b, "- sender congestion control (iperf3): %s; seeds: %v; convergence: %.0f %% of the capacity, averaged over %s windows\n",
 		strings.Join(s.SenderCongestion, ", "), s.Seeds, s.ConvergenceFraction*100, strings.Join(s.ConvergenceWindowsS, " and "))
+	if len(s.Retried) > 0 {
+		b.WriteString(retriedMarkdown(s.Retried))
+	}
 	fmt.Fprintf(&b, "- command: `%s`\n\n", s.CommandLine)
 
 	base := baseline(s)

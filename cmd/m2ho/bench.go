@@ -53,9 +53,13 @@ are QUIC Wave's situations).
 
 Exit status: 0 when every run was valid; 3 when the emulator marked a run
 invalid (it could not keep up: the summary is still written and says
-which run and why, but its figures are not a result); 1 on any error.`,
+which run and why, but its figures are not a result); 1 on any error.
+On a shared machine, --retry-invalid N makes such a repetition again (all
+its variants, same seed, same order, so the pairs stay measured side by
+side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 		Example: `  m2ho bench --scenario mixed-drive --repeat 3
   m2ho bench --scenario steady --duration 30s --scale 0.5
+  m2ho bench --scenario low-bdp --seeds 1,2,3 --variants quic,quic-wave --retry-invalid 2
   m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
   m2ho bench --variants quic,qw --variant-def 'qw=--default-mode quic --tunnel-hints=false | --pacer wave'
   m2ho bench --xcal drive-ho.csv --capacity udp-bw.log --variants pass
@@ -76,6 +80,9 @@ which run and why, but its figures are not a result); 1 on any error.`,
 			cfg.CommandLine = "m2ho " + strings.Join(os.Args[1:], " ")
 			if cfg.Scale <= 0 {
 				return fmt.Errorf("--scale %v: must be > 0", cfg.Scale)
+			}
+			if cfg.RetryInvalid < 0 {
+				return fmt.Errorf("--retry-invalid %d: must be >= 0", cfg.RetryInvalid)
 			}
 			if reanalyze != "" {
 				sc, err := bench.LoadScenarioDrive(cfg.Scenario, cfg.DataDir, cfg.XCAL, cfg.Capacity)
@@ -130,6 +137,7 @@ which run and why, but its figures are not a result); 1 on any error.`,
 	f.StringVar(&cfg.Capacity, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log, the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "shared data directory for scenarios built from measurements")
 	f.Float64Var(&cfg.LateThreshold, "late-threshold", 0, "emulator: percent of late deliveries that make a run invalid (0: its default)")
+	f.IntVar(&cfg.RetryInvalid, "retry-invalid", 0, "make a repetition again, all its variants with the same seed, when one of its runs is invalid (the emulator could not keep up), at most N times; the attempts set aside are kept in OUT/runs-retried and listed in the summary")
 	f.IntVar(&cfg.Port, "port", 5201, "iperf3 port")
 	f.StringVar(&reanalyze, "reanalyze", "", "re-read DIR/runs of a finished bench and rewrite its outputs (no runs)")
 	return cmd
