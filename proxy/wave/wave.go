@@ -257,7 +257,7 @@
 //     measurement a burst window that was used up and whose queue was
 //     still waiting at its end (the next release within half a TxTime of
 //     it) halves TxTime, down to MinTxTime: the pacer's rate doubles per
-//     window while datagrams wait for it, and quic- go's own controller
+//     window while datagrams wait for it, and quic-go's own controller
 //     underneath (Reno with HyStart, the `quic` variant's limit) decides
 //     what leaves, until a measured burst hands the rate to tracking or
 //     recovery. Adjustment keeps Wave's rule (there the path said its
