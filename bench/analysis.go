@@ -43,6 +43,9 @@ type RunData struct {
 	// TunnelRTTms are the tunnel's own RTT samples (quic-go's latest RTT,
 	// every 0.1 s; tunnel variants only).
 	TunnelRTTms []float64
+	// HostCPU is the host's CPU share over the run (host_cpu.json; nil:
+	// not recorded).
+	HostCPU *HostCPU
 }
 
 // Alignment places iperf3's intervals on the emulator's clock.
@@ -329,6 +332,7 @@ type RunResult struct {
 	Retransmits int64
 	RTTms       []float64 // per sender interval with an RTT sample
 	TunnelRTTms []float64 // the QUIC tunnel's RTT samples (tunnel variants)
+	HostCPU     *HostCPU  // the host's CPU over the run (nil: not recorded)
 	Emu         EmulatorSummary
 	Capacity    []CapacityBin
 	Handovers   []HandoverRow
@@ -356,7 +360,7 @@ func (r RunResult) Valid() bool { return len(r.Problems) == 0 }
 // data cannot be placed in time at all; everything else that makes the
 // run unusable is a Problem.
 func AnalyzeRun(d RunData) (RunResult, error) {
-	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers, TunnelRTTms: d.TunnelRTTms}
+	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers, TunnelRTTms: d.TunnelRTTms, HostCPU: d.HostCPU}
 	a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNS, d.Sender.TimeSecs)
 	if err != nil {
 		return r, fmt.Errorf("%s run %d: %w", d.Variant, d.Index+1, err)
@@ -380,7 +384,11 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 		}
 	}
 	if !d.Emu.Valid {
-		r.Problems = append(r.Problems, fmt.Sprintf("emulator marked the run invalid (late_pct %.2f, max_late_ms %.1f)", d.Emu.LatePct, d.Emu.MaxLateMs))
+		host := ""
+		if d.HostCPU != nil {
+			host = fmt.Sprintf(", host CPU stolen %.1f %%", d.HostCPU.StealPct)
+		}
+		r.Problems = append(r.Problems, fmt.Sprintf("emulator marked the run invalid (late_pct %.2f, max_late_ms %.1f%s)", d.Emu.LatePct, d.Emu.MaxLateMs, host))
 	}
 	if int64(len(d.Handovers)) != d.Emu.Handovers {
 		r.Problems = append(r.Problems, fmt.Sprintf("handovers.tsv has %d rows, emulator.json says %d", len(d.Handovers), d.Emu.Handovers))

@@ -149,6 +149,14 @@ func TestRunWithFakes(t *testing.T) {
 			t.Errorf("set-aside attempt: %v", err)
 		}
 	}
+	// The host's CPU over every run: recorded, in the progress line and
+	// in the invalid run's problem.
+	if e := got.Emulator; e.HostStealRuns != 2 || e.HostStealPctMax < 0 || e.HostStealPctMax > 100 {
+		t.Errorf("host CPU: %d runs recorded, worst steal %v %%; want 2, within 0-100", e.HostStealRuns, e.HostStealPctMax)
+	}
+	if p := progress.String(); strings.Count(p, "host CPU stolen") < 5 {
+		t.Errorf("progress lines: want the host CPU in each run's line and in the retry's reason: %q", p)
+	}
 	for _, r := range []string{"pass-1", "m2ho-1"} {
 		d, err := LoadRun(filepath.Join(out, "runs", r))
 		if err != nil {

@@ -229,7 +229,11 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 					return Summary{}, err
 				}
 				if cfg.Progress != nil {
-					fmt.Fprintf(cfg.Progress, "\r%s: %.1f Mbps, %d handovers, valid=%v%s\n", r.label, res.GoodputMbps, len(res.Handovers), res.Valid(), strings.Repeat(" ", 20))
+					host := ""
+					if res.HostCPU != nil {
+						host = fmt.Sprintf(", host CPU stolen %.1f %%", res.HostCPU.StealPct)
+					}
+					fmt.Fprintf(cfg.Progress, "\r%s: %.1f Mbps, %d handovers, valid=%v%s%s\n", r.label, res.GoodputMbps, len(res.Handovers), res.Valid(), host, strings.Repeat(" ", 20))
 				}
 				rep = append(rep, res)
 				dirs = append(dirs, rd)
@@ -321,6 +325,12 @@ func LoadRun(dir string) (RunData, error) {
 		return d, err
 	}
 	if err := readJSONFile(dir, cellsFile, &d.Cells); err != nil && !os.IsNotExist(err) {
+		return d, err
+	}
+	var host HostCPU
+	if err := readJSONFile(dir, hostCPUFile, &host); err == nil {
+		d.HostCPU = &host
+	} else if !os.IsNotExist(err) {
 		return d, err
 	}
 	if fh, err := os.Open(filepath.Join(dir, netstatFile)); err == nil {
@@ -614,8 +624,18 @@ func (r *runner) runFresh(ctx context.Context) error {
 			}
 		}
 	}
+	// The host's CPU from here to the download's end (hostcpu.go); a host
+	// without /proc/stat's steal field runs without the record.
+	cpu0, cerr := sampleCPU()
 	if err := r.run(ctx); err != nil {
 		return err
+	}
+	if cpu1, err := sampleCPU(); cerr == nil && err == nil {
+		if err := writeJSONFile(r.dir, hostCPUFile, hostCPUBetween(cpu0, cpu1)); err != nil {
+			return err
+		}
+	} else {
+		r.cfg.Log.Warn("bench: host CPU not recorded", zap.Error(errors.Join(cerr, err)))
 	}
 	out, err := chain.Exec(netns.Server, "cat", "/proc/net/netstat").Output()
 	if err != nil {

@@ -113,6 +113,12 @@ type EmulatorBlock struct {
 	// emulator's loop that dominated their lateness (emulator.json
 	// loop.late_by_cause: wake, write_down, events, ...).
 	LateCauses map[string]int64 `json:"late_causes,omitempty"`
+	// HostStealPct is the host's CPU time stolen by the hypervisor over
+	// the HostStealRuns runs that recorded it (host_cpu.json): the mean
+	// and the worst run.
+	HostStealRuns    int     `json:"host_steal_runs"`
+	HostStealPctMean float64 `json:"host_steal_pct_mean"`
+	HostStealPctMax  float64 `json:"host_steal_pct_max"`
 }
 
 // Meta describes the bench invocation for the summary.
@@ -160,7 +166,15 @@ func Summarize(runs []RunResult, m Meta) Summary {
 				e.LateCauses[k] += c.Packets
 			}
 		}
+		if r.HostCPU != nil {
+			e.HostStealRuns++
+			e.HostStealPctMean += r.HostCPU.StealPct
+			e.HostStealPctMax = math.Max(e.HostStealPctMax, r.HostCPU.StealPct)
+		}
 		s.AlignmentLagP50Ms = math.Max(s.AlignmentLagP50Ms, r.Align.LagP50S*1000)
+	}
+	if e := &s.Emulator; e.HostStealRuns > 0 {
+		e.HostStealPctMean /= float64(e.HostStealRuns)
 	}
 	s.Handovers = max(hoSeen, 0)
 	s.Seeds = m.Seeds
@@ -484,6 +498,10 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
 	fmt.Fprintf(&b, "- emulator: late %.2f %% (worst run), max late %.1f ms, overflow drops %d, reorder flushes %d, events dropped %d\n",
 		s.Emulator.LatePct, s.Emulator.MaxLateMs, s.Emulator.OverflowDrops, s.Emulator.ReorderFlushes, s.Emulator.EventsDropped)
+	if e := s.Emulator; e.HostStealRuns > 0 {
+		fmt.Fprintf(&b, "- host CPU stolen by the hypervisor (/proc/stat steal, each run from its start to the download's end; %d runs): mean %.1f %%, worst run %.1f %%\n",
+			e.HostStealRuns, e.HostStealPctMean, e.HostStealPctMax)
+	}
 	if lc := lateCauses(s.Emulator.LateCauses); lc != "" {
 		fmt.Fprintf(&b, "- emulator's late deliveries by cause (all runs; emulator.json loop): %s\n", lc)
 	}
