@@ -14,6 +14,16 @@ import (
 // after a handover (issue 4, after the M2HO paper's convergence metric).
 const ConvergenceFraction = 0.75
 
+// SettleFraction is the share of the new capacity QUIC Wave's switch
+// target asks for (issue 10: "within 10 % of the new capacity in ≤ 0.5
+// s" after a switch): a handover settles when a window reaches 90 % of
+// the capacity, scanned as convergence is (ConvergeWindow, the same
+// windows). It is stricter than the M2HO paper's 75 %, and for a
+// tunnelled flow the 10 % also has to cover the tunnel's overhead: on
+// the bench's low-bdp link quic-go's own controller carries 91 % of the
+// capacity as inner goodput, Wave 85-86 %.
+const SettleFraction = 0.9
+
 // RunData is everything one run left behind, parsed.
 type RunData struct {
 	Variant string
@@ -344,13 +354,16 @@ type RunResult struct {
 	// ConvergenceByWindow is the convergence per handover for each of
 	// ConvergenceWindows, keyed "0.1s", "1s".
 	ConvergenceByWindow map[string][]Convergence
-	HandoverStats       []HandoverStat
-	Sysctls             Sysctls
-	Kernel              map[string]int64
-	SMax                map[string]int
-	Cells               []emu.CellInfo
-	Congestion          string      // the sender's congestion control, from iperf3
-	Cwnd                []CwndPoint // snd_cwnd per sender interval, emulator clock (sequence.go)
+	// SettleByWindow is the same scan at SettleFraction (Wave's switch
+	// target), keyed like ConvergenceByWindow.
+	SettleByWindow map[string][]Convergence
+	HandoverStats  []HandoverStat
+	Sysctls        Sysctls
+	Kernel         map[string]int64
+	SMax           map[string]int
+	Cells          []emu.CellInfo
+	Congestion     string      // the sender's congestion control, from iperf3
+	Cwnd           []CwndPoint // snd_cwnd per sender interval, emulator clock (sequence.go)
 }
 
 // Valid is true when nothing made the run invalid.
@@ -372,8 +385,10 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 	r.Convergence = Converge(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction)
 	r.Seed, r.Sysctls, r.Kernel, r.SMax, r.Cells, r.Congestion = d.Seed, d.Sysctls, d.Kernel, d.SMax, d.Cells, d.Sender.Congestion
 	r.ConvergenceByWindow = map[string][]Convergence{}
+	r.SettleByWindow = map[string][]Convergence{}
 	for _, n := range ConvergenceWindows {
 		r.ConvergenceByWindow[windowName(n)] = ConvergeWindow(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction, n)
+		r.SettleByWindow[windowName(n)] = ConvergeWindow(r.Bins, d.Capacity, d.Handovers, SettleFraction, n)
 	}
 	r.HandoverStats = handoverStats(r, d)
 	for _, iv := range d.Sender.Intervals {

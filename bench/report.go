@@ -81,6 +81,10 @@ type HandoverStat struct {
 	// false means the value is the dwell.
 	ConvergenceS map[string]float64 `json:"convergence_s"`
 	Converged    map[string]bool    `json:"converged"`
+	// SettleS and Settled are the same at SettleFraction (90 %: Wave's
+	// switch target).
+	SettleS map[string]float64 `json:"settle_s"`
+	Settled map[string]bool    `json:"settled"`
 }
 
 // HandoverActions counts the verdicts of one handover.
@@ -123,15 +127,11 @@ func windowName(n int) string { return strings.TrimSuffix(fmt.Sprintf("%gs", flo
 
 // handoverStats builds the per-handover rows of one run.
 func handoverStats(r RunResult, d RunData) []HandoverStat {
-	byWin := map[int][]Convergence{}
-	for _, n := range ConvergenceWindows {
-		byWin[n] = ConvergeWindow(r.Bins, d.Capacity, d.Handovers, ConvergenceFraction, n)
-	}
 	out := make([]HandoverStat, 0, len(d.Handovers))
 	for i, h := range d.Handovers {
 		hs := HandoverStat{Variant: d.Variant, Run: d.Index + 1, Seed: d.Seed, Command: h.Command, From: h.From, To: h.To, Type: h.Type,
 			OverflowDrops: h.OverflowDrops, FlushedHoles: h.FlushedHoles,
-			ConvergenceS: map[string]float64{}, Converged: map[string]bool{}}
+			ConvergenceS: map[string]float64{}, Converged: map[string]bool{}, SettleS: map[string]float64{}, Settled: map[string]bool{}}
 		for _, iv := range d.Sender.Intervals {
 			end := iv.End + r.Align.OffsetS
 			if end <= h.Command {
@@ -161,9 +161,12 @@ func handoverStats(r RunResult, d RunData) []HandoverStat {
 				Release: a2.Release - a0.Release}
 		}
 		for _, n := range ConvergenceWindows {
-			if c := byWin[n][i]; c.Analyzed {
-				hs.ConvergenceS[windowName(n)] = c.Seconds
-				hs.Converged[windowName(n)] = c.Converged
+			w := windowName(n)
+			if cs := r.ConvergenceByWindow[w]; i < len(cs) && cs[i].Analyzed {
+				hs.ConvergenceS[w], hs.Converged[w] = cs[i].Seconds, cs[i].Converged
+			}
+			if cs := r.SettleByWindow[w]; i < len(cs) && cs[i].Analyzed {
+				hs.SettleS[w], hs.Settled[w] = cs[i].Seconds, cs[i].Converged
 			}
 		}
 		out = append(out, hs)

@@ -94,6 +94,12 @@ type VariantSummary struct {
 	// ConvergenceSMeanByWindow is ConvergenceSMean for each averaging
 	// window ("0.1s" is ConvergenceSMean itself).
 	ConvergenceSMeanByWindow map[string]float64 `json:"convergence_s_mean_by_window"`
+	// SettleSMeanByWindow is the mean time to SettleFraction (90 % of the
+	// new capacity: Wave's switch target) per window, a handover that
+	// never got there counting with its dwell; NotSettledByWindow counts
+	// those.
+	SettleSMeanByWindow map[string]float64 `json:"settle_s_mean_by_window"`
+	NotSettledByWindow  map[string]int     `json:"not_settled_by_window"`
 	// Kernel sums the server's TcpExt recovery counters over the runs
 	// (each run has a fresh namespace, so its counters are its own).
 	Kernel map[string]int64 `json:"kernel_counters"`
@@ -227,8 +233,9 @@ func Summarize(runs []RunResult, m Meta) Summary {
 	}
 	for _, v := range m.Variants {
 		vs := VariantSummary{Name: v.Name, Args: v.Args, Tunnel: v.Tunnel(), GoodputMbpsByType: map[string]float64{}, Valid: true,
-			GoodputMbpsRuns: []float64{}, ConvergenceS: []float64{}, ConvergenceSMeanByWindow: map[string]float64{}, Kernel: map[string]int64{}}
-		byWin := map[string][]float64{}
+			GoodputMbpsRuns: []float64{}, ConvergenceS: []float64{}, ConvergenceSMeanByWindow: map[string]float64{}, Kernel: map[string]int64{},
+			SettleSMeanByWindow: map[string]float64{}, NotSettledByWindow: map[string]int{}}
+		byWin, settle := map[string][]float64{}, map[string][]float64{}
 		var all []Bin
 		byType := map[string]TypeTally{}
 		var rtts, trtts []float64
@@ -262,6 +269,16 @@ func Summarize(runs []RunResult, m Meta) Summary {
 					}
 				}
 			}
+			for w, cs := range r.SettleByWindow {
+				for _, c := range cs {
+					if c.Analyzed {
+						settle[w] = append(settle[w], c.Seconds)
+						if !c.Converged {
+							vs.NotSettledByWindow[w]++
+						}
+					}
+				}
+			}
 			for k, x := range r.Kernel {
 				vs.Kernel[k] += x
 			}
@@ -278,6 +295,9 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		}
 		for w, xs := range byWin {
 			vs.ConvergenceSMeanByWindow[w] = zeroNaN(Mean(xs))
+		}
+		for w, xs := range settle {
+			vs.SettleSMeanByWindow[w] = zeroNaN(Mean(xs))
 		}
 		vs.ConvergenceN = len(vs.ConvergenceS)
 		vs.ConvergenceSMean = zeroNaN(Mean(vs.ConvergenceS))
@@ -422,6 +442,9 @@ func mdRows(s Summary) []mdRow {
 		mdRow{"convergence mean, 1 s window (s)", mdSecDec, func(v VariantSummary) float64 { return v.ConvergenceSMeanByWindow["1s"] }},
 		mdRow{"handovers analyzed", 0, func(v VariantSummary) float64 { return float64(v.ConvergenceN) }},
 		mdRow{"not converged", 0, func(v VariantSummary) float64 { return float64(v.NonConverged) }},
+		mdRow{"within 10 % of capacity, mean (s)", mdSecDec, func(v VariantSummary) float64 { return v.SettleSMeanByWindow["0.1s"] }},
+		mdRow{"within 10 % of capacity, mean, 1 s window (s)", mdSecDec, func(v VariantSummary) float64 { return v.SettleSMeanByWindow["1s"] }},
+		mdRow{"never within 10 % of capacity", 0, func(v VariantSummary) float64 { return float64(v.NotSettledByWindow["0.1s"]) }},
 		mdRow{"retransmits (total)", 0, func(v VariantSummary) float64 { return float64(v.Retransmits) }},
 		mdRow{"dup ACKs at sender (total)", 0, func(v VariantSummary) float64 { return float64(v.DupAcks) }},
 		mdRow{"RTT p50 (ms)", mdMsDec, func(v VariantSummary) float64 { return v.RTTMsP50 }},
@@ -557,8 +580,10 @@ all runs pooled; by type, each bin counts for the last handover commanded
 before its midpoint ("none" before the first). Convergence is from random
 access until a 0.1 s bin reaches 75 % of the new cell's capacity; a
 handover that does not get there before the next command counts with its
-dwell and as "not converged". RTT is the sender's smoothed RTT per 0.1 s
-interval. Plots: throughput.png, convergence_cdf.png, goodput_by_type.png.
+dwell and as "not converged". "Within 10 % of capacity" is the same
+scan at 90 % (QUIC Wave's switch target); a tunnelled flow's goodput
+carries the tunnel's overhead inside those 10 %. RTT is the sender's
+smoothed RTT per 0.1 s interval. Plots: throughput.png, convergence_cdf.png, goodput_by_type.png.
 `)
 	s.writeMarkdownDetails(&b)
 	writeSequences(&b, s.Sequences)
@@ -606,26 +631,28 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		}
 	}
 	if len(s.HandoverTable) > 0 {
-		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts. Kernel: the server's recovery counters that grew from this command to the next (sampled every 0.1 s; (+x s): when the first sample showing it came, after the command; DSACKUndo, PartialUndo, LossUndo, FullUndo, SpuriousRTOs, Timeouts, LostRetransmit, SACKReorder, DSACKRecv; - none, blank: not sampled).\n\n")
-		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2/release) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s | kernel |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---|\n")
-		conv := func(h HandoverStat, w string) string {
-			x, ok := h.ConvergenceS[w]
-			if !ok {
+		b.WriteString("\n## Per handover\n\nOverflow drops: the emulator's tail drops from this command to the next; holes: packets missing at the flush (-1: not recorded); cwnd: the sender's snd_cwnd at the last 0.1 s interval before the command and 1 s after random access; convergence from random access to 75 % of the capacity averaged over 0.1 s and 1 s (* = not converged: the dwell); 90 % 0.1 s: the same to 90 % of the capacity (QUIC Wave's switch target, within 10 %). Actions: the proxy's verdicts in the handover's span (clamp = window rewrites to ŝ_max from the report to 0.2 s after random access, suppression = dropped duplicate ACKs in the same span, eqn2 = Eqn 2 rewrites from random access to the next report), with their counts. Kernel: the server's recovery counters that grew from this command to the next (sampled every 0.1 s; (+x s): when the first sample showing it came, after the command; DSACKUndo, PartialUndo, LossUndo, FullUndo, SpuriousRTOs, Timeouts, LostRetransmit, SACKReorder, DSACKRecv; - none, blank: not sampled).\n\n")
+		b.WriteString("| variant | run | command (s) | type | from → to | actions (clamp/suppr./eqn2/release) | overflow drops | holes | cwnd before (KB) | cwnd +1 s (KB) | conv 0.1 s | conv 1 s | 90 % 0.1 s | kernel |\n|---|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		cell := func(xs map[string]float64, ok map[string]bool, w string) string {
+			x, has := xs[w]
+			if !has {
 				return "-"
 			}
 			star := ""
-			if !h.Converged[w] {
+			if !ok[w] {
 				star = "*"
 			}
 			return fmt.Sprintf("%.2f%s", x, star)
 		}
+		conv := func(h HandoverStat, w string) string { return cell(h.ConvergenceS, h.Converged, w) }
 		for _, h := range s.HandoverTable {
 			act := "not logged"
 			if a := h.Actions; a != nil {
 				act = fmt.Sprintf("%s (%d/%d/%d/%d)", a.Fired(), a.Clamp, a.Suppressions, a.Eqn2, a.Release)
 			}
-			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
-				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"), kernelCell(h.Kernel, h.KernelAfterS))
+			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
+				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"),
+				cell(h.SettleS, h.Settled, "0.1s"), kernelCell(h.Kernel, h.KernelAfterS))
 		}
 	}
 	if len(s.Sysctls) > 0 {
