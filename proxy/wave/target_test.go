@@ -87,6 +87,10 @@ type waveSender struct {
 	p  *Pacer
 	g  *Gate
 	ev *Events
+	// tr, when set, is quic-go below Wave (quicgo_test.go), trq its
+	// datagram queue: Wave releases into trq, tr sends from it.
+	tr  *qgTransport
+	trq []int64
 }
 
 func newWaveSender(t *testing.T, cfg Config) *waveSender {
@@ -107,8 +111,16 @@ func (w *waveSender) sent(now time.Time, pn int64, bytes int) {
 }
 func (w *waveSender) ack(now time.Time, d time.Duration, r []AckRange) {
 	w.ev.AckedDelayed(now, d, r)
+	if w.tr != nil {
+		w.tr.ack(now, r)
+	}
 }
-func (w *waveSender) lost(now time.Time, pn int64) { w.ev.Lost(now, pn) }
+func (w *waveSender) lost(now time.Time, pn int64) {
+	w.ev.Lost(now, pn)
+	if w.tr != nil {
+		w.tr.lost(now, pn)
+	}
+}
 
 // renoSender is quic-go v0.65's default: its cubic_sender in Reno mode
 // (initial window 32 packets, β = 0.7, one reduction per recovery period,
@@ -387,6 +399,9 @@ func (s *tsim) binOf(at time.Time) int {
 // It asks again until the answer is "wait" (or the queue is empty), as the
 // tunnel's sender loop does.
 func (s *tsim) release(now time.Time) time.Duration {
+	if w, ok := s.snd.(*waveSender); ok && w.tr != nil {
+		return s.releaseOverQuic(now, w)
+	}
 	for len(s.q) > 0 {
 		n, wait := s.snd.budget(now, len(s.q))
 		if n <= 0 {
