@@ -142,8 +142,8 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	c := defaultServerConfig()
 	var sc tunnel.ServerConfig
 	c.Pacer = pacerWave
-	if wp, err := c.pacers(zap.NewNop(), &sc); err != nil || wp.cfg.StartupRampOff {
-		t.Fatalf("default server config: %v, StartupRampOff %v; want the startup ramp on", err, wp != nil && wp.cfg.StartupRampOff)
+	if wp, err := c.pacers(zap.NewNop(), &sc); err != nil || wp.cfg.StartupRampOff || wp.cfg.QueueWindow != 200*time.Millisecond {
+		t.Fatalf("default server config: %v, StartupRampOff %v, QueueWindow %v; want the startup ramp on and a 200 ms queue window", err, wp != nil && wp.cfg.StartupRampOff, wp.cfg.QueueWindow)
 	}
 	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP = pacerWave, 40, -1, 2*time.Second, 0.5
 	c.WaveStartupRamp = false
