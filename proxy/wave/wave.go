@@ -265,7 +265,8 @@
 //
 //   - Handover hints (no published Wave has them): a predicted handover caps
 //     bytes in flight (sent and not acked or lost, plus released and not
-//     yet sent) at ŝ_max, cwnd-like (a release may start below the cap and
+//     yet sent) at the pipe (Wave's BDP estimate) plus ŝ_max, so that what
+//     queues is at most ŝ_max (see OnHandoverPredicted), cwnd-like (a release may start below the cap and
 //     overshoot by less than a packet; never a stall with nothing in
 //     flight), and leaves TxTime alone; an executed handover restarts the
 //     estimate (OnHandoverExecuted): min_rtt and the smoothed RTT are
@@ -1471,10 +1472,19 @@ func (p *Pacer) dropBursts() {
 // ErrHint is wrapped by the errors of invalid hints.
 var ErrHint = errors.New("wave: invalid handover hint")
 
-// OnHandoverPredicted caps bytes in flight at sMaxBytes (the target cell's
-// estimated buffer ŝ_max, M2HO MobiCom'24 Preparation) until the handover
-// is executed or the prediction withdrawn. A repeated prediction replaces
-// the cap.
+// OnHandoverPredicted caps bytes in flight at the pipe plus sMaxBytes
+// (the target cell's estimated buffer ŝ_max, M2HO MobiCom'24
+// Preparation) until the handover is executed or the prediction
+// withdrawn: the pipe is Wave's bandwidth-delay estimate at the hint
+// (BDPPackets full packets; 0 while min_rtt is unknown, then the cap is
+// ŝ_max alone), so what may queue is ŝ_max, as the controller's own cap
+// on a window is rate·RTT_min + ŝ_max. A cap of ŝ_max alone starved the
+// flow on the bench's 5G drive (2026-12-03): the phone learns ŝ_max from
+// the queue it sees, which Wave keeps near empty (3-25 KB against
+// 416-695 KB buffers), so in flight fell to a few packets for the whole
+// Preparation, and the first RTT on the new cell, still capped,
+// delivered 1-9 Mbit/s, which the client measured and sent as c_est.
+// A repeated prediction replaces the cap.
 func (p *Pacer) OnHandoverPredicted(now time.Time, sMaxBytes int) error {
 	if sMaxBytes <= 0 {
 		p.c.HintsInvalid++
@@ -1482,9 +1492,14 @@ func (p *Pacer) OnHandoverPredicted(now time.Time, sMaxBytes int) error {
 	}
 	p.c.HintsPredicted++
 	p.predicted = true
-	p.capBytes = sMaxBytes
+	p.capBytes = sMaxBytes + min(p.BDPPackets(), maxCapPipePackets)*p.cfg.NominalPacketBytes
 	return nil
 }
+
+// maxCapPipePackets bounds the pipe the ŝ_max cap adds (1 Gbit/s for
+// 100 ms of 1350-byte packets), so that a corrupt estimate cannot make
+// the cap overflow an int.
+const maxCapPipePackets = 1 << 14
 
 // OnPredictionWithdrawn undoes the ŝ_max cap.
 func (p *Pacer) OnPredictionWithdrawn(now time.Time) {

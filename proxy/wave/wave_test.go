@@ -413,6 +413,28 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
+// The cap holds the pipe and ŝ_max: in tracking at 10 packets per 5 ms
+// with min_rtt 100 ms Wave's BDP estimate is 200 packets, so a 5000-byte
+// ŝ_max caps bytes in flight at 200·1350 + 5000. Without it the cap was
+// ŝ_max alone: four packets in flight on a 200-packet path.
+func TestHintCapHoldsThePipe(t *testing.T) {
+	h := newHarness(t, Config{})
+	h.train(h.burst(0, 10), 100, 1) // ATD 5 ms, min_rtt 100 ms
+	s := h.p.State()
+	if s.Mode != ModeTracking || h.p.BDPPackets() != 200 {
+		t.Fatalf("mode %v TxTime %v min_rtt %v BDP %d packets, want tracking and 200", s.Mode, s.TxTime, s.MinRTT, h.p.BDPPackets())
+	}
+	if err := h.p.OnHandoverPredicted(t0.Add(ms(200)), 5000); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := h.p.State().CapBytes, 200*DefaultNominalPacketBytes+5000; got != want {
+		t.Fatalf("cap %d bytes, want the pipe plus ŝ_max, %d", got, want)
+	}
+	if _, b := h.p.Budget(t0.Add(ms(200))); b != 200*DefaultNominalPacketBytes+5000 {
+		t.Fatalf("budget %d bytes with nothing in flight, want the whole cap", b)
+	}
+}
+
 func TestHintCapWhilePredicted(t *testing.T) {
 	h := newHarness(t, Config{})
 	q, _ := NewQueue(QueueConfig{})
