@@ -644,15 +644,14 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 			}
 			return fmt.Sprintf("%.2f%s", x, star)
 		}
-		conv := func(h HandoverStat, w string) string { return cell(h.ConvergenceS, h.Converged, w) }
 		for _, h := range s.HandoverTable {
 			act := "not logged"
 			if a := h.Actions; a != nil {
 				act = fmt.Sprintf("%s (%d/%d/%d/%d)", a.Fired(), a.Clamp, a.Suppressions, a.Eqn2, a.Release)
 			}
 			fmt.Fprintf(b, "| %s | %d | %.2f | %s | %s → %s | %s | %d | %d | %.0f | %.0f | %s | %s | %s | %s |\n", h.Variant, h.Run, h.Command, h.Type, h.From, h.To,
-				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, conv(h, "0.1s"), conv(h, "1s"),
-				cell(h.SettleS, h.Settled, "0.1s"), kernelCell(h.Kernel, h.KernelAfterS))
+				act, h.OverflowDrops, h.FlushedHoles, float64(h.CwndBefore)/1024, float64(h.CwndAfter1s)/1024, cell(h.ConvergenceS, h.Converged, "0.1s"),
+				cell(h.ConvergenceS, h.Converged, "1s"), cell(h.SettleS, h.Settled, "0.1s"), kernelCell(h.Kernel, h.KernelAfterS))
 		}
 	}
 	if len(s.Sysctls) > 0 {

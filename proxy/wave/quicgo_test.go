@@ -19,14 +19,12 @@ import (
 // hands datagrams to it through a 32-entry queue (SendDatagram blocks when
 // it is full), and Wave's tracer sees the packets when this sends them.
 type qgTransport struct {
-	cwnd, ssthresh float64
-	inflight       int
-	bytes          []int32
-	sentAt         []time.Time
-	largestSent    int64
-	recoveryEnd    int64
-	numAcked       int
-	srtt, minRTT   time.Duration
+	// the window, the bytes in flight and the loss response are the Reno
+	// model's (renoSender); what differs is the growth (ack) and pacing
+	renoSender
+	sentAt       []time.Time
+	numAcked     int
+	srtt, minRTT time.Duration
 
 	tokens   float64
 	lastSent time.Time
@@ -44,7 +42,7 @@ type qgTransport struct {
 const qgQueue = 32 // quic-go's datagram send queue
 
 func newQGTransport() *qgTransport {
-	return &qgTransport{cwnd: 32 * wirePkt, ssthresh: math.Inf(1), recoveryEnd: -1, largestSent: -1}
+	return &qgTransport{renoSender: *newRenoSender()}
 }
 
 func (q *qgTransport) inSlowStart() bool { return q.cwnd < q.ssthresh }
@@ -94,13 +92,11 @@ func (q *qgTransport) sent(now time.Time, pn int64, b int) {
 		q.tokens = max(0, t-float64(b))
 	}
 	q.lastSent = now
-	q.inflight += b
-	for int64(len(q.bytes)) <= pn {
-		q.bytes = append(q.bytes, 0)
+	q.renoSender.sent(now, pn, b)
+	for int64(len(q.sentAt)) <= pn {
 		q.sentAt = append(q.sentAt, time.Time{})
 	}
-	q.bytes[pn], q.sentAt[pn] = int32(b), now
-	q.largestSent = pn
+	q.sentAt[pn] = now
 }
 
 func (q *qgTransport) cwndLimited(prior int) bool {
@@ -179,19 +175,6 @@ func (q *qgTransport) ack(now time.Time, ranges []AckRange) {
 		q.cwnd = min(q.cwnd, 10000*wirePkt)
 	}
 	q.maxCwnd = max(q.maxCwnd, q.cwnd)
-}
-
-func (q *qgTransport) lost(_ time.Time, pn int64) {
-	if pn >= int64(len(q.bytes)) || q.bytes[pn] == 0 {
-		return
-	}
-	q.inflight -= int(q.bytes[pn])
-	q.bytes[pn] = 0
-	if pn > q.recoveryEnd {
-		q.cwnd = max(q.cwnd*0.7, 2*wirePkt)
-		q.ssthresh = q.cwnd
-		q.recoveryEnd = q.largestSent
-	}
 }
 
 // qgSender is quic-go alone (the bench's `quic` variant): its window and

@@ -265,10 +265,11 @@
 //
 //   - Handover hints (no published Wave has them): a predicted handover caps
 //     bytes in flight (sent and not acked or lost, plus released and not
-//     yet sent) at the pipe (Wave's BDP estimate) plus ŝ_max, so that what
-//     queues is at most ŝ_max (see OnHandoverPredicted), cwnd-like (a release may start below the cap and
-//     overshoot by less than a packet; never a stall with nothing in
-//     flight), and leaves TxTime alone; an executed handover restarts the
+//     yet sent) at the pipe (Wave's BDP estimate) plus ŝ_max, so that
+//     what queues is at most ŝ_max (see OnHandoverPredicted), cwnd-like
+//     (a release may start below the cap and overshoot by less than a
+//     packet; never a stall with nothing in flight), and leaves TxTime
+//     alone; an executed handover restarts the
 //     estimate (OnHandoverExecuted): min_rtt and the smoothed RTT are
 //     forgotten and the packets sent before it give no RTT sample (they
 //     measure the old path: one such sample as min_rtt would make every
