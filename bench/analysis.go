@@ -416,6 +416,18 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 	}
 	if len(r.Bins) == 0 {
 		r.Problems = append(r.Problems, "no receiver intervals")
+	} else if over := r.Bins[len(r.Bins)-1].T1 - d.Emu.DurationS; d.Emu.DurationS > 0 && over > OutlivedToleranceS {
+		r.Problems = append(r.Problems, fmt.Sprintf("the download outlived the emulated link by %.2fs (the emulator ran %.2fs): what the receiver counted after that did not cross it", over, d.Emu.DurationS))
 	}
 	return r, nil
 }
+
+// OutlivedToleranceS is how far past the emulator's end AnalyzeRun lets
+// the receiver's last interval end: the alignment's own error (a few
+// milliseconds, see Alignment) with room to spare, far below a bin.
+//
+// Until 2026-12-03 the emulator ran a fixed 3 s past the download's -t
+// and a bare veth took over when it ended: on high-bdp (600 ms RTT, a
+// tunnel restart and iperf3's set-up taking ~4 s) the last ~2 s of every
+// run crossed unshaped, the sender's queued megabytes at 300-700 Mbit/s.
+const OutlivedToleranceS = 0.05

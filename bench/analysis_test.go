@@ -261,4 +261,25 @@ func TestAnalyzeRun(t *testing.T) {
 	if r.Valid() || len(r.Problems) != 2 {
 		t.Errorf("invalid emulator and handover mismatch: problems %q", r.Problems)
 	}
+
+	// A receiver that counted past the emulator's end: its last bins did
+	// not cross the emulated link (high-bdp's unshaped tail).
+	long := synthRun("quic", 0, synthOpts{})
+	r, _ = AnalyzeRun(long)
+	end := r.Bins[len(r.Bins)-1].T1
+	for _, tc := range []struct {
+		emuS    float64
+		outlive bool
+	}{{end + 0.01, false}, {end - 0.01, false}, {end - 0.2, true}, {end - 2.1, true}} {
+		d := synthRun("quic", 0, synthOpts{})
+		d.Emu.DurationS = tc.emuS
+		r, err := AnalyzeRun(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := len(r.Problems) == 1 && strings.Contains(r.Problems[0], "outlived the emulated link")
+		if got != tc.outlive || (!tc.outlive && !r.Valid()) {
+			t.Errorf("emulator ran %.2fs, the last bin ends at %.2fs: problems %q, want outlived %v", tc.emuS, end, r.Problems, tc.outlive)
+		}
+	}
 }

@@ -39,10 +39,18 @@ type Config struct {
 	// the same schedule.
 	Seed uint64
 	// Duration is iperf3's -t (rounded up to whole seconds); 0 = the
-	// scenario's duration. The emulator runs EmuMargin longer, because
-	// iperf3 starts only once the emulated link is up.
+	// scenario's duration. The emulator is started for EmuMargin longer,
+	// because iperf3 starts only once the emulated link (and, for a
+	// tunnel variant, the restarted tunnel) is up, and the receiver ends
+	// a set-up and a drain later; the bench stops it (SIGTERM) once the
+	// download is over, so the margin only bounds a run that hangs.
 	Duration  time.Duration
-	EmuMargin time.Duration // 0 = 3s
+	EmuMargin time.Duration // 0 = 30s
+
+	// emuUnsealed leaves the emu hop forwarding by itself (the fake
+	// emulator of the orchestration test carries nothing); every real
+	// run seals it (netns.Chain.SealEmu).
+	emuUnsealed bool
 	Repeat    int           // runs per variant; 0 = 1
 	// Seeds, when given, are the emulator seeds of the repetitions (one
 	// run per variant each, Repeat = len(Seeds)); otherwise repetition i
@@ -141,7 +149,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 		cfg.Repeat = 1
 	}
 	if cfg.EmuMargin <= 0 {
-		cfg.EmuMargin = 3 * time.Second
+		cfg.EmuMargin = 30 * time.Second
 	}
 	if cfg.Port == 0 {
 		cfg.Port = 5201
@@ -686,7 +694,13 @@ func (r *runner) run(ctx context.Context) (err error) {
 		case stepProxy:
 			proxy, err = r.startProxy(ctx, proxyLog, tunnelArgs)
 		case stepEmulator:
-			emulator, err = r.startEmulator(ctx, emuDur, emuLog)
+			if emulator, err = r.startEmulator(ctx, emuDur, emuLog); err == nil && !r.cfg.emuUnsealed {
+				// From here on nothing crosses the emu hop but what
+				// the emulator carries: should it end or die before the
+				// download does, the link goes dark instead of turning
+				// into a bare veth (and AnalyzeRun marks the run).
+				err = c.SealEmu()
+			}
 		case stepTunnelRestart:
 			err = r.restartTunnel(ctx, proxy, proxyLog)
 		}
@@ -776,9 +790,10 @@ func (r *runner) run(ctx context.Context) (err error) {
 	}
 	readWG.Wait()
 
-	// 5. The emulator ends by itself after its duration and writes its
-	// files; then the proxy is stopped.
-	if err := waitExit(ctx, emulator, emuDur+30*time.Second); err != nil {
+	// 5. The download is over: the emulator is stopped (it writes its
+	// files on SIGTERM), then the proxy.
+	emulator.cmd.Process.Signal(syscall.SIGTERM)
+	if err := waitExit(ctx, emulator, 30*time.Second); err != nil {
 		return fmt.Errorf("%w; emulator log: %s", err, tail(emuLog))
 	}
 	if emulator.err != nil {

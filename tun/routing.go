@@ -134,14 +134,17 @@ func setupRouting(cfg RoutingConfig, sys routingSystem) (r *Routing, err error) 
 		families = append(families, "-6")
 	}
 	// Refuse to stack on rules another instance (or a crashed run) left:
-	// with two rules for one interface only the first one counts.
+	// with two rules for one interface only the first one counts. A fence
+	// after ours (a blackhole, prohibit or unreachable rule of a later
+	// preference: what catches the interface's packets once we are gone,
+	// netns.Chain.SealEmu) is no instance and stays.
 	for _, fam := range families {
 		out, err := sys.ip(fam, "-o", "rule", "show")
 		if err != nil {
 			return r, fmt.Errorf("tun: SetupRouting: %w", err)
 		}
 		for _, line := range strings.Split(out, "\n") {
-			if iif := ruleIIF(line); iif == cfg.TetherIf || iif == cfg.UplinkIf {
+			if iif := ruleIIF(line); (iif == cfg.TetherIf || iif == cfg.UplinkIf) && !fenceAfter(line, cfg.RulePriority) {
 				return r, fmt.Errorf("tun: SetupRouting: a %s rule for iif %s exists already (%q); remove it or stop the instance that owns it", fam, iif, strings.TrimSpace(line))
 			}
 		}
@@ -186,6 +189,19 @@ func setupRouting(cfg RoutingConfig, sys routingSystem) (r *Routing, err error) 
 }
 
 // ruleIIF returns the interface after "iif" in one line of ip rule show.
+// fenceAfter tells an "ip -o rule show" line whose action drops what it
+// matches (blackhole, prohibit, unreachable) and whose preference comes
+// after prio.
+func fenceAfter(line string, prio int) bool {
+	pref, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+	n, err := strconv.Atoi(pref)
+	if !ok || err != nil || n <= prio {
+		return false
+	}
+	f := strings.Fields(rest)
+	return len(f) > 0 && (f[len(f)-1] == "blackhole" || f[len(f)-1] == "prohibit" || f[len(f)-1] == "unreachable")
+}
+
 func ruleIIF(line string) string {
 	f := strings.Fields(line)
 	for i := 0; i+1 < len(f); i++ {

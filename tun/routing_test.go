@@ -334,3 +334,30 @@ func TestDotted(t *testing.T) {
 		}
 	}
 }
+
+// TestSetupRoutingKeepsAFenceAfterIt: a blackhole rule for the interface
+// after our preference (the bench's sealed emu hop) is no other instance;
+// one before it, or a lookup rule anywhere, still is.
+func TestSetupRoutingKeepsAFenceAfterIt(t *testing.T) {
+	for _, tc := range []struct {
+		rule string
+		ok   bool
+	}{
+		{"30000:\tfrom all iif uplink0 blackhole", true},
+		{"30000:\tfrom all iif tether0 prohibit", true},
+		{"1001:\tfrom all iif uplink0 unreachable", true},
+		{"999:\tfrom all iif uplink0 blackhole", false},
+		{"1000:\tfrom all iif uplink0 blackhole", false},
+		{"30000:\tfrom all iif uplink0 lookup 100", false},
+	} {
+		k := newFakeKernel()
+		k.rules["-4"] = "0:\tfrom all lookup local\n" + tc.rule + "\n32766:\tfrom all lookup main\n"
+		r, err := setupRouting(testCfg, k)
+		if (err == nil) != tc.ok {
+			t.Errorf("existing %q: err %v, want accepted %v", tc.rule, err, tc.ok)
+		}
+		if err == nil {
+			r.Undo()
+		}
+	}
+}

@@ -2,7 +2,9 @@ package netns
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
+	"strconv"
 )
 
 // Logical names of the chain's namespaces and interfaces.
@@ -149,4 +151,36 @@ func NewChain(prefix string, withEmu bool) (c *Chain, err error) {
 		}
 	}
 	return c, nil
+}
+
+// SealPriority is the preference of SealEmu's rules: after the emulator's
+// own "iif ... lookup" rules (tun.DefaultRulePriority) and before the
+// main table (32766).
+const SealPriority = 30000
+
+// SealEmu makes the emu hop pass nothing the emulator did not carry: for
+// packets arriving on emu-in or emu-out (both families) a blackhole rule
+// at SealPriority. While the emulator runs, its own rules (earlier) send
+// those packets into its TUN; once it exits, or if it dies and its TUN
+// goes with it, they are dropped, where the kernel would otherwise
+// forward them between the veths at memory speed, an unshaped link that
+// a measurement would count as the emulated one's. What the emulator
+// writes back arrives on its TUN and leaves through the main table as
+// before. The rules die with the namespace.
+func (c *Chain) SealEmu() error {
+	if !c.WithEmu {
+		return errors.New("netns: SealEmu: the chain has no emu hop")
+	}
+	k, err := c.kernelName(Emu)
+	if err != nil {
+		return err
+	}
+	for _, fam := range []string{"-4", "-6"} {
+		for _, ifn := range []string{EmuInIf, EmuOutIf} {
+			if err := ip("-n", k, fam, "rule", "add", "iif", ifn, "blackhole", "pref", strconv.Itoa(SealPriority)); err != nil {
+				return fmt.Errorf("netns: sealing the emu hop: %w", err)
+			}
+		}
+	}
+	return nil
 }

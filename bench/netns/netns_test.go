@@ -318,3 +318,45 @@ func hello(c *Chain, dst netip.Addr) error {
 	}
 	return nil
 }
+
+// TestSealEmu: once sealed, the emu hop forwards nothing by itself (no
+// emulator runs here, so nothing may pass), in both directions and both
+// families; a chain without the hop refuses the seal.
+func TestSealEmu(t *testing.T) {
+	need(t)
+	if err := newChain(t, false).SealEmu(); err == nil {
+		t.Error("SealEmu on a chain without an emu hop: no error")
+	}
+	c := newChain(t, true)
+	if err := hello(c, c.ServerAddr4); err != nil {
+		t.Fatalf("before the seal: %v", err)
+	}
+	if err := c.SealEmu(); err != nil {
+		t.Fatal(err)
+	}
+	for _, dst := range []netip.Addr{c.ServerAddr4, c.ServerAddr6} {
+		err := c.Do(Laptop, func() error {
+			conn, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 9).String(), 300*time.Millisecond)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+		// A refused connection would mean the SYN reached the server.
+		if err == nil || !os.IsTimeout(err) {
+			t.Errorf("laptop -> server %s through the sealed hop: %v, want a timeout", dst, err)
+		}
+	}
+	for _, dst := range []netip.Addr{c.LaptopAddr4, c.LaptopAddr6} {
+		err := c.Do(Server, func() error {
+			conn, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 9).String(), 300*time.Millisecond)
+			if err == nil {
+				conn.Close()
+			}
+			return err
+		})
+		if err == nil || !os.IsTimeout(err) {
+			t.Errorf("server -> laptop %s through the sealed hop: %v, want a timeout", dst, err)
+		}
+	}
+}

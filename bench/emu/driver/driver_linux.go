@@ -94,10 +94,10 @@ func OpenLink(cfg LinkConfig) (l *Link, err error) {
 	} else {
 		l.Device = "water (one packet per system call): offloads off"
 	}
-	if l.off != nil {
-		defer func() {
+	if off := l.off; off != nil {
+		defer func() { // l is nil by then: close the device itself
 			if err != nil {
-				l.off.Close()
+				off.Close()
 			}
 		}()
 		l.routing, err = tun.SetupRouting(tun.RoutingConfig{TetherIf: cfg.UEIf, UplinkIf: cfg.NetIf, TUN: cfg.TUN})
@@ -111,9 +111,10 @@ func OpenLink(cfg LinkConfig) (l *Link, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("emu: opening TUN %s: %w", cfg.TUN, err)
 	}
+	ifce := l.ifce
 	defer func() {
 		if err != nil {
-			l.ifce.Close()
+			ifce.Close()
 		}
 	}()
 	f, ok := l.ifce.ReadWriteCloser.(*os.File)
