@@ -46,11 +46,6 @@ type Config struct {
 	// download is over, so the margin only bounds a run that hangs.
 	Duration  time.Duration
 	EmuMargin time.Duration // 0 = 30s
-
-	// emuUnsealed leaves the emu hop forwarding by itself (the fake
-	// emulator of the orchestration test carries nothing); every real
-	// run seals it (netns.Chain.SealEmu).
-	emuUnsealed bool
 	Repeat    int           // runs per variant; 0 = 1
 	// Seeds, when given, are the emulator seeds of the repetitions (one
 	// run per variant each, Repeat = len(Seeds)); otherwise repetition i
@@ -75,6 +70,11 @@ type Config struct {
 	// Progress receives the progress line (nil = none).
 	Progress io.Writer
 	Log      *zap.Logger
+
+	// emuUnsealed leaves the emu hop forwarding by itself (the fake
+	// emulator of the orchestration test carries nothing); every real
+	// run seals it (netns.Chain.SealEmu).
+	emuUnsealed bool
 }
 
 // Names of the devices the bench asks its children to create.
