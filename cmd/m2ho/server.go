@@ -56,6 +56,7 @@ type serverConfig struct {
 	WaveTrainDivisor  int           `yaml:"wave-train-rtt-divisor"`
 	WaveQueueWindow   time.Duration `yaml:"wave-queue-window"`
 	WaveQueueBDP      float64       `yaml:"wave-queue-bdp"`
+	WaveQueueDelay    time.Duration `yaml:"wave-queue-delay"`
 	WaveStartupRamp   bool          `yaml:"wave-startup-ramp"`
 }
 
@@ -65,7 +66,7 @@ func defaultServerConfig() serverConfig {
 		InnerPrefixes:     []string{"10.77.0.0/24"},
 		TUN:               "m2hos0",
 		MTU:               tunnel.DefaultMTU,
-		QueueLen:          512,
+		QueueLen:          0, // defaultQueueLen
 		MaxConnsPerClient: 4,
 		MaxSessions:       1024,
 		AddressHold:       tunnel.DefaultAddressHold,
@@ -81,6 +82,7 @@ func defaultServerConfig() serverConfig {
 		// bursts grow while noisy trains are shorter than min_rtt/8
 		WaveTrainDivisor: wave.DefaultTrainRTTDivisor,
 		WaveQueueBDP:     wave.DefaultQueueBDP,
+		WaveQueueDelay:   wave.DefaultQueueDelay,
 		WaveQueueWindow:  defaultWaveQueueWindow,
 		WaveStartupRamp:  true,
 	}
@@ -96,6 +98,20 @@ func defaultServerConfig() serverConfig {
 // against 31 ms (quic-go alone 83), high BDP +11.9 % at the same RTT, low
 // BDP unchanged (+5 ms inner RTT). 0 turns it off.
 const defaultWaveQueueWindow = 200 * time.Millisecond
+
+// defaultQueueLen is the session queue bound that --queue-len 0 stands
+// for: 512 packets in front of quic-go's own pacing; 2048 in front of
+// Wave, which bounds its queue itself (--wave-queue-bdp, capped by
+// --wave-queue-delay). 512 was a sixth of a 600 ms, 50 Mbit/s BDP: under
+// Wave every overflow cut the tunnelled CUBIC below the BDP, ~15 s to
+// regrow at 600 ms (README, "Correction"); 2048 takes the half estimate
+// that path needs (1564 packets) and holds 2.6 MB of slots per session.
+func defaultQueueLen(pacer string) int {
+	if pacer == pacerWave {
+		return 2048
+	}
+	return 512
+}
 
 func newServerCmd(g *globalFlags) *cobra.Command {
 	c := defaultServerConfig()
@@ -165,7 +181,7 @@ Example (as root):
 	fs.StringVar(&c.TUN, "tun", c.TUN, "name of the TUN device to create")
 	fs.IntVar(&c.MTU, "mtu", c.MTU, "inner MTU (1280-1400: a packet must fit one QUIC DATAGRAM)")
 	fs.BoolVar(&c.NoRouting, "no-routing", c.NoRouting, "do not enable IP forwarding")
-	fs.IntVar(&c.QueueLen, "queue-len", c.QueueLen, "downlink queue bound per session, in packets")
+	fs.IntVar(&c.QueueLen, "queue-len", c.QueueLen, "downlink queue bound per session, in packets (0: 512, or 2048 with --pacer wave, which bounds its queue itself)")
 	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", c.MaxConnsPerClient, "connections open at once per client certificate")
 	fs.IntVar(&c.MaxSessions, "max-sessions", c.MaxSessions, "sessions open at once, all clients")
 	fs.DurationVar(&c.AddressHold, "address-hold", c.AddressHold, "keep a client's inner addresses for it this long after its session ended, so that a redial gets them back (0: off)")
@@ -181,6 +197,7 @@ Example (as root):
 	fs.DurationVar(&c.WaveQueueWindow, "wave-queue-window", c.WaveQueueWindow, "the downlink queue is held at twice the bandwidth-delay estimate of the last --wave-queue-window (third largest of ten slots), so a capacity dip shorter than this does not drop the tunnelled TCP's window, at the price of a longer standing queue (10ms..1m; 1s buys more rate at about twice the delay; 0: the current estimate alone, the most delay-first)")
 	fs.BoolVar(&c.WaveStartupRamp, "wave-startup-ramp", c.WaveStartupRamp, "until its first measured burst, Wave halves TxTime (from 200 ms) after each used-up burst window whose queue was still waiting, so that tunnelled TCPs in slow start are not held at its probe rate (false: Wave's published rule, 200 ms until measured)")
 	fs.Float64Var(&c.WaveQueueBDP, "wave-queue-bdp", c.WaveQueueBDP, "the downlink queue in front of Wave holds this many bandwidth-delay estimates plus one offload batch (0.25..8); it can only lower --queue-len, which bounds it too")
+	fs.DurationVar(&c.WaveQueueDelay, "wave-queue-delay", c.WaveQueueDelay, "on long paths the queue in front of Wave holds at most this much delay: --wave-queue-bdp estimates, lowered to this over min_rtt but not below half an estimate (what a tunnelled CUBIC's window cut needs to keep the link busy); 300ms keeps 2 estimates up to a 150 ms min_rtt and half of one at 600 ms (0: off, --wave-queue-bdp on every path)")
 	return cmd
 }
 
@@ -199,7 +216,11 @@ func (c *serverConfig) check(log *zap.Logger) (tunnel.ServerConfig, error) {
 	if err != nil {
 		return sc, fmt.Errorf("--client-ca: %w", err)
 	}
-	sc = tunnel.ServerConfig{Certificate: crt, ClientCAs: pool, MTU: c.MTU, QueueLen: c.QueueLen,
+	queueLen := c.QueueLen
+	if queueLen == 0 {
+		queueLen = defaultQueueLen(c.Pacer)
+	}
+	sc = tunnel.ServerConfig{Certificate: crt, ClientCAs: pool, MTU: c.MTU, QueueLen: queueLen,
 		MaxConnsPerClient: c.MaxConnsPerClient, MaxSessions: c.MaxSessions, QlogDir: c.QlogDir, Log: log,
 		AddressHold: c.AddressHold, MaxHeldAddresses: c.MaxHeldAddresses}
 	// 0 on the command line means off; in tunnel.ServerConfig it means the default.
@@ -227,8 +248,8 @@ func (c *serverConfig) check(log *zap.Logger) (tunnel.ServerConfig, error) {
 		sc.Routes = append(sc.Routes, p)
 	}
 	switch {
-	case c.QueueLen < 1:
-		return sc, fmt.Errorf("--queue-len %d: must be positive", c.QueueLen)
+	case c.QueueLen < 0:
+		return sc, fmt.Errorf("--queue-len %d: must be positive (0: the default)", c.QueueLen)
 	case c.MaxConnsPerClient < 1:
 		return sc, fmt.Errorf("--max-conns-per-client %d: must be positive", c.MaxConnsPerClient)
 	case c.MaxSessions < 1:
@@ -276,10 +297,16 @@ func (c *serverConfig) pacers(log *zap.Logger, sc *tunnel.ServerConfig) (*wavePa
 		if q := c.WaveQueueBDP; !(q >= 0.25 && q <= 8) {
 			return nil, fmt.Errorf("--wave-queue-bdp %v: want 0.25..8", q)
 		}
+		if d := c.WaveQueueDelay; d < 0 || d > time.Minute {
+			return nil, fmt.Errorf("--wave-queue-delay %v: want 0 (off) ..1m", d)
+		}
 		wc := wave.DefaultConfig()
 		wc.BurstPackets, wc.MinTxTime, wc.MaxBurstPackets = c.WaveBurst, c.WaveMinTxTime, c.WaveMaxBurst
 		wc.TrainRTTDivisor, wc.QueueWindow, wc.QueueBDP = c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP
 		wc.StartupRampOff = !c.WaveStartupRamp
+		if wc.QueueDelay = c.WaveQueueDelay; wc.QueueDelay == 0 {
+			wc.QueueDelay = -1 // off
+		}
 		w, err := newWavePacers(wc, log.Named("wave"))
 		if err != nil {
 			return nil, fmt.Errorf("--wave-burst/--wave-max-burst/--wave-min-tx-time: %w", err)

@@ -65,6 +65,18 @@ func TestServerCheckNamesFlags(t *testing.T) {
 	if _, err := c.check(zap.NewNop()); err != nil {
 		t.Fatalf("valid config: %v", err)
 	}
+	// --queue-len 0: 512 in front of quic-go's pacing, 2048 in front of
+	// Wave; a value given stays.
+	for _, tc := range []struct {
+		pacer     string
+		len, want int
+	}{{pacerNone, 0, 512}, {pacerWave, 0, 2048}, {pacerWave, 300, 300}, {pacerNone, 4096, 4096}} {
+		c := base()
+		c.Pacer, c.QueueLen = tc.pacer, tc.len
+		if sc, err := c.check(zap.NewNop()); err != nil || sc.QueueLen != tc.want {
+			t.Errorf("--pacer %s --queue-len %d: QueueLen %d (%v), want %d", tc.pacer, tc.len, sc.QueueLen, err, tc.want)
+		}
+	}
 	for _, tc := range []struct {
 		mod  func(*serverConfig)
 		want string
@@ -74,7 +86,7 @@ func TestServerCheckNamesFlags(t *testing.T) {
 		{func(c *serverConfig) { c.InnerPrefixes = []string{"10.1/8"} }, "--inner-prefix"},
 		{func(c *serverConfig) { c.ClientCA = c.Cert + ".missing" }, "--client-ca"},
 		{func(c *serverConfig) { c.Key = c.ClientCA }, "--cert/--key"},
-		{func(c *serverConfig) { c.QueueLen = 0 }, "--queue-len"},
+		{func(c *serverConfig) { c.QueueLen = -1 }, "--queue-len"},
 		{func(c *serverConfig) { c.QlogDir = filepath.Join(dir, "none") }, "--qlog-dir"},
 		{func(c *serverConfig) { c.Pacer = "bbr" }, `--pacer "bbr"`},
 		{func(c *serverConfig) { c.Pacer, c.WaveBurst = "wave", 0 }, "--wave-burst"},
@@ -84,6 +96,7 @@ func TestServerCheckNamesFlags(t *testing.T) {
 		{func(c *serverConfig) { c.Pacer, c.WaveTrainDivisor = "wave", 2000 }, "--wave-train-rtt-divisor 2000"},
 		{func(c *serverConfig) { c.Pacer, c.WaveQueueWindow = "wave", time.Millisecond }, "--wave-queue-window 1ms"},
 		{func(c *serverConfig) { c.Pacer, c.WaveQueueBDP = "wave", 0.1 }, "--wave-queue-bdp 0.1"},
+		{func(c *serverConfig) { c.Pacer, c.WaveQueueDelay = "wave", -time.Second }, "--wave-queue-delay -1s"},
 		{func(c *serverConfig) { c.TUNOffload = "maybe" }, "--tun-offload"},
 		{func(c *serverConfig) { c.AddressHold = -1 }, "--address-hold"},
 		{func(c *serverConfig) { c.MaxHeldAddresses = -1 }, "--max-held-addresses"},

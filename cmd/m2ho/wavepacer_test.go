@@ -142,10 +142,10 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	c := defaultServerConfig()
 	var sc tunnel.ServerConfig
 	c.Pacer = pacerWave
-	if wp, err := c.pacers(zap.NewNop(), &sc); err != nil || wp.cfg.StartupRampOff || wp.cfg.QueueWindow != 200*time.Millisecond {
-		t.Fatalf("default server config: %v, StartupRampOff %v, QueueWindow %v; want the startup ramp on and a 200 ms queue window", err, wp != nil && wp.cfg.StartupRampOff, wp.cfg.QueueWindow)
+	if wp, err := c.pacers(zap.NewNop(), &sc); err != nil || wp.cfg.StartupRampOff || wp.cfg.QueueWindow != 200*time.Millisecond || wp.cfg.QueueDelay != 300*time.Millisecond {
+		t.Fatalf("default server config: %v, StartupRampOff %v, QueueWindow %v; want the startup ramp on, a 200 ms queue window and a 300 ms queue delay cap (%v)", err, wp != nil && wp.cfg.StartupRampOff, wp.cfg.QueueWindow, wp.cfg.QueueDelay)
 	}
-	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP = pacerWave, 40, -1, 2*time.Second, 0.5
+	c.Pacer, c.WaveMaxBurst, c.WaveTrainDivisor, c.WaveQueueWindow, c.WaveQueueBDP, c.WaveQueueDelay = pacerWave, 40, -1, 2*time.Second, 0.5, 0
 	c.WaveStartupRamp = false
 	wp, err := c.pacers(zap.NewNop(), &sc)
 	if err != nil {
@@ -162,6 +162,9 @@ func TestWaveCollectorBurstCounters(t *testing.T) {
 	}
 	if wp.cfg.QueueBDP != 0.5 {
 		t.Fatalf("QueueBDP %v, want 0.5 (--wave-queue-bdp)", wp.cfg.QueueBDP)
+	}
+	if wp.cfg.QueueDelay != -1 {
+		t.Fatalf("QueueDelay %v, want -1 (--wave-queue-delay 0: off)", wp.cfg.QueueDelay)
 	}
 	if !wp.cfg.StartupRampOff {
 		t.Fatal("StartupRampOff false, want true (--wave-startup-ramp=false)")

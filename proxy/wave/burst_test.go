@@ -472,3 +472,43 @@ func TestQueueLimitBDPFactor(t *testing.T) {
 		}
 	}
 }
+
+// Config.QueueDelay caps the queue bound by delay: two estimates on a
+// short path, 1.5 at 200 ms, the floor of half an estimate at 600 ms
+// (two would stand 1.2 s of queue there), two again with the cap off.
+func TestQueueLimitDelayCap(t *testing.T) {
+	limit := func(rtt float64, d time.Duration) (bdp, lim int) {
+		p, err := New(Config{TrainRTTDivisor: -1, QueueDelay: d})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ev := NewEvents(0)
+		g := NewGate(p, ev)
+		if n, _ := g.Budget(t0, 10); n != 10 {
+			t.Fatalf("Budget %d, want a 10-packet window", n)
+		}
+		for pn := int64(0); pn < 10; pn++ {
+			g.Sent(t0, 1250)
+			ev.Sent(t0, pn, 1250, 1)
+		}
+		for i := int64(0); i < 5; i++ {
+			ev.Acked(t0.Add(ms(rtt+2*float64(i))), []AckRange{{0, 2*i + 1}})
+		}
+		g.Budget(t0.Add(ms(rtt+10)), 1)
+		return g.BDPPackets(), g.QueueLimit()
+	}
+	for _, tc := range []struct {
+		rtt    float64
+		d      time.Duration
+		factor float64
+	}{{100, 0, 2}, {150, 0, 2}, {200, 0, 1.5}, {600, 0, 0.5}, {1200, 0, 0.5}, {600, -1, 2}, {600, time.Second, 1.0 / 0.6}} {
+		b, l := limit(tc.rtt, tc.d)
+		want := min(max(int(tc.factor*float64(b)+0.5)+QueueLimitBatch, QueueLimitMin), QueueLimitMax)
+		if b < 50 || l != want {
+			t.Errorf("min_rtt %v ms, QueueDelay %v: BDP %d, QueueLimit %d, want %.2f·BDP + %d = %d", tc.rtt, tc.d, b, l, tc.factor, QueueLimitBatch, want)
+		}
+	}
+	if _, err := New(Config{QueueDelay: -2}); err == nil {
+		t.Error("QueueDelay -2 accepted")
+	}
+}

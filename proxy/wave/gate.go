@@ -202,7 +202,7 @@ func (g *Gate) queueLimit(now time.Time) int {
 	if b == 0 {
 		return 0
 	}
-	q := int(g.p.cfg.QueueBDP*float64(b) + 0.5)
+	q := int(g.p.queueBDP()*float64(b) + 0.5)
 	return min(max(q+QueueLimitBatch, QueueLimitMin, 4*g.p.burstN), QueueLimitMax)
 }
 

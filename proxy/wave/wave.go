@@ -349,6 +349,15 @@ const (
 	// DefaultQueueBDP: Gate.QueueLimit holds twice the bandwidth-delay
 	// estimate (see there).
 	DefaultQueueBDP = 2.0
+	// DefaultQueueDelay: on a path whose min_rtt is long, Gate.QueueLimit
+	// holds no more than 300 ms of the estimated rate, down to
+	// QueueFloorBDP estimates (see Config.QueueDelay).
+	DefaultQueueDelay = 300 * time.Millisecond
+	// QueueFloorBDP is the least share of the bandwidth-delay estimate
+	// Config.QueueDelay leaves the queue: a loss-based inner TCP that cuts
+	// its window to β = 0.7 keeps the link busy only if 0.7·(BDP + queue)
+	// ≥ BDP, i.e. queue ≥ 0.43 BDP.
+	QueueFloorBDP = 0.5
 	// DefaultNoiseWindow is how many ΔRTT updates the noise floor keeps
 	// (see "ΔRTT noise floor" in the package comment).
 	DefaultNoiseWindow = 16
@@ -407,6 +416,13 @@ type Config struct {
 	// queue in front of the pacer (plus QueueLimitBatch), 0.25..8.
 	// Default DefaultQueueBDP (2).
 	QueueBDP float64
+	// QueueDelay caps that bound by delay: it holds at most
+	// max(QueueFloorBDP, QueueDelay/min_rtt) estimates (and never more than
+	// QueueBDP), so two estimates stand where min_rtt is at most
+	// QueueDelay/2 and half of one on a 600 ms path, where two would put
+	// 1.2 s of queue under the inner TCP. Default DefaultQueueDelay
+	// (300 ms); -1 turns the cap off (QueueBDP on every path).
+	QueueDelay time.Duration
 	// NoiseWindow is how many ΔRTT updates the noise floor's windowed
 	// minimum spans (see "ΔRTT noise floor" in the package comment):
 	// tracking uses max(0, ΔRTT − floor). Default DefaultNoiseWindow; -1
@@ -435,6 +451,7 @@ func DefaultConfig() Config {
 		NoiseWindow:        DefaultNoiseWindow,
 		TrainRTTDivisor:    DefaultTrainRTTDivisor,
 		QueueBDP:           DefaultQueueBDP,
+		QueueDelay:         DefaultQueueDelay,
 	}
 }
 
@@ -482,6 +499,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.QueueBDP == 0 {
 		c.QueueBDP = d.QueueBDP
 	}
+	if c.QueueDelay == 0 {
+		c.QueueDelay = d.QueueDelay
+	}
 	switch {
 	case c.BurstPackets < 1 || c.BurstPackets > 1<<16:
 		return c, fmt.Errorf("wave: Config.BurstPackets = %d, want 1..65536", c.BurstPackets)
@@ -507,6 +527,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("wave: Config.TrainRTTDivisor = %d, want 1..1024 or -1 (off)", c.TrainRTTDivisor)
 	case !(c.QueueBDP >= 0.25 && c.QueueBDP <= 8):
 		return c, fmt.Errorf("wave: Config.QueueBDP = %v, want 0.25..8", c.QueueBDP)
+	case c.QueueDelay < 0 && c.QueueDelay != -1:
+		return c, fmt.Errorf("wave: Config.QueueDelay = %v, want > 0, or -1 (off)", c.QueueDelay)
 	case c.QueueWindow != 0 && (c.QueueWindow < 10*time.Millisecond || c.QueueWindow > time.Minute):
 		return c, fmt.Errorf("wave: Config.QueueWindow = %v, want 10ms..1m or 0 (off)", c.QueueWindow)
 	case c.ATDWindow < 1 || c.ATDWindow > 1<<12:
@@ -1611,4 +1633,14 @@ func (p *Pacer) BDPPackets() int {
 		return 0
 	}
 	return int(math.Ceil(float64(p.minRTT) / float64(p.txTime) * float64(p.burstN)))
+}
+
+// queueBDP is how many bandwidth-delay estimates the queue bound holds
+// on the current path (Config.QueueBDP, capped by Config.QueueDelay).
+func (p *Pacer) queueBDP() float64 {
+	f := p.cfg.QueueBDP
+	if d := p.cfg.QueueDelay; d > 0 && p.minRTT > 0 {
+		f = min(f, max(QueueFloorBDP, float64(d)/float64(p.minRTT)))
+	}
+	return f
 }
