@@ -334,29 +334,20 @@ func TestSealEmu(t *testing.T) {
 	if err := c.SealEmu(); err != nil {
 		t.Fatal(err)
 	}
-	for _, dst := range []netip.Addr{c.ServerAddr4, c.ServerAddr6} {
-		err := c.Do(Laptop, func() error {
-			conn, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 9).String(), 300*time.Millisecond)
+	for _, tc := range []struct {
+		from string
+		dst  netip.Addr
+	}{{Laptop, c.ServerAddr4}, {Laptop, c.ServerAddr6}, {Server, c.LaptopAddr4}, {Server, c.LaptopAddr6}} {
+		err := c.Do(tc.from, func() error {
+			conn, err := net.DialTimeout("tcp", netip.AddrPortFrom(tc.dst, 9).String(), 300*time.Millisecond)
 			if err == nil {
 				conn.Close()
 			}
 			return err
 		})
-		// A refused connection would mean the SYN reached the server.
+		// A refused connection would mean the SYN reached the other end.
 		if err == nil || !os.IsTimeout(err) {
-			t.Errorf("laptop -> server %s through the sealed hop: %v, want a timeout", dst, err)
-		}
-	}
-	for _, dst := range []netip.Addr{c.LaptopAddr4, c.LaptopAddr6} {
-		err := c.Do(Server, func() error {
-			conn, err := net.DialTimeout("tcp", netip.AddrPortFrom(dst, 9).String(), 300*time.Millisecond)
-			if err == nil {
-				conn.Close()
-			}
-			return err
-		})
-		if err == nil || !os.IsTimeout(err) {
-			t.Errorf("server -> laptop %s through the sealed hop: %v, want a timeout", dst, err)
+			t.Errorf("%s -> %s through the sealed hop: %v, want a timeout", tc.from, tc.dst, err)
 		}
 	}
 }

@@ -440,24 +440,7 @@ func TestAckDelayBounded(t *testing.T) {
 // (plus the offload batch), default 2; out of 0.25..8 it is refused.
 func TestQueueLimitBDPFactor(t *testing.T) {
 	limit := func(q float64) (bdp, lim int) {
-		p, err := New(Config{TrainRTTDivisor: -1, QueueBDP: q})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev := NewEvents(0)
-		g := NewGate(p, ev)
-		if n, _ := g.Budget(t0, 10); n != 10 {
-			t.Fatalf("Budget %d, want a 10-packet window", n)
-		}
-		for pn := int64(0); pn < 10; pn++ {
-			g.Sent(t0, 1250)
-			ev.Sent(t0, pn, 1250, 1)
-		}
-		for i := int64(0); i < 5; i++ {
-			ev.Acked(t0.Add(ms(100+2*float64(i))), []AckRange{{0, 2*i + 1}})
-		}
-		g.Budget(t0.Add(ms(110)), 1)
-		return g.BDPPackets(), g.QueueLimit()
+		return queueLimitAfterTrain(t, Config{TrainRTTDivisor: -1, QueueBDP: q}, 100)
 	}
 	b, l := limit(0)
 	if b < 50 || l != 2*b+QueueLimitBatch {
@@ -478,24 +461,7 @@ func TestQueueLimitBDPFactor(t *testing.T) {
 // (two would stand 1.2 s of queue there), two again with the cap off.
 func TestQueueLimitDelayCap(t *testing.T) {
 	limit := func(rtt float64, d time.Duration) (bdp, lim int) {
-		p, err := New(Config{TrainRTTDivisor: -1, QueueDelay: d})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ev := NewEvents(0)
-		g := NewGate(p, ev)
-		if n, _ := g.Budget(t0, 10); n != 10 {
-			t.Fatalf("Budget %d, want a 10-packet window", n)
-		}
-		for pn := int64(0); pn < 10; pn++ {
-			g.Sent(t0, 1250)
-			ev.Sent(t0, pn, 1250, 1)
-		}
-		for i := int64(0); i < 5; i++ {
-			ev.Acked(t0.Add(ms(rtt+2*float64(i))), []AckRange{{0, 2*i + 1}})
-		}
-		g.Budget(t0.Add(ms(rtt+10)), 1)
-		return g.BDPPackets(), g.QueueLimit()
+		return queueLimitAfterTrain(t, Config{TrainRTTDivisor: -1, QueueDelay: d}, rtt)
 	}
 	for _, tc := range []struct {
 		rtt    float64
@@ -511,4 +477,29 @@ func TestQueueLimitDelayCap(t *testing.T) {
 	if _, err := New(Config{QueueDelay: -2}); err == nil {
 		t.Error("QueueDelay -2 accepted")
 	}
+}
+
+// queueLimitAfterTrain sends one 10-packet burst through a Gate over cfg,
+// acknowledges it rttMs later as a 2 ms train, and returns the BDP
+// estimate and the QueueLimit that follow.
+func queueLimitAfterTrain(t *testing.T, cfg Config, rttMs float64) (bdp, lim int) {
+	t.Helper()
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := NewEvents(0)
+	g := NewGate(p, ev)
+	if n, _ := g.Budget(t0, 10); n != 10 {
+		t.Fatalf("Budget %d, want a 10-packet window", n)
+	}
+	for pn := int64(0); pn < 10; pn++ {
+		g.Sent(t0, 1250)
+		ev.Sent(t0, pn, 1250, 1)
+	}
+	for i := int64(0); i < 5; i++ {
+		ev.Acked(t0.Add(ms(rttMs+2*float64(i))), []AckRange{{0, 2*i + 1}})
+	}
+	g.Budget(t0.Add(ms(rttMs+10)), 1)
+	return g.BDPPackets(), g.QueueLimit()
 }
