@@ -188,7 +188,6 @@ func setupRouting(cfg RoutingConfig, sys routingSystem) (r *Routing, err error) 
 	return r, nil
 }
 
-// ruleIIF returns the interface after "iif" in one line of ip rule show.
 // fenceAfter tells an "ip -o rule show" line whose action drops what it
 // matches (blackhole, prohibit, unreachable) and whose preference comes
 // after prio.
@@ -202,6 +201,7 @@ func fenceAfter(line string, prio int) bool {
 	return len(f) > 0 && (f[len(f)-1] == "blackhole" || f[len(f)-1] == "prohibit" || f[len(f)-1] == "unreachable")
 }
 
+// ruleIIF returns the interface after "iif" in one line of ip rule show.
 func ruleIIF(line string) string {
 	f := strings.Fields(line)
 	for i := 0; i+1 < len(f); i++ {

@@ -260,7 +260,7 @@ type tsim struct {
 	// inner TCP (sender on the server side, receiver on the phone)
 	una, nxt      int64
 	cwnd, ssth    float64
-	beta          float64 // multiplicative decrease on a loss; 0: Reno's 0.5
+	beta          float64 // window factor after a loss: Reno's 0.5, CUBIC's 0.7
 	dup           int
 	inRec         bool
 	recover       int64
@@ -332,7 +332,7 @@ func (s *tsim) hystartSample(a int64, rtt time.Duration) {
 
 func newTsim(t *testing.T, steps []rateStep, buf int, snd tunSender, tcp bool) *tsim {
 	s := &tsim{t: t, steps: steps, buf: buf, snd: snd, tcp: tcp, now: t0, bin: 50 * time.Millisecond,
-		largestAcked: -1, rLargest: -1, highSack: -1, cwnd: tcpIW, ssth: math.Inf(1), rto: time.Second, ooo: map[int64]bool{}}
+		largestAcked: -1, rLargest: -1, highSack: -1, cwnd: tcpIW, ssth: math.Inf(1), beta: 0.5, rto: time.Second, ooo: map[int64]bool{}}
 	return s
 }
 
@@ -670,15 +670,6 @@ func (s *tsim) tcpXmit(now time.Time, seg int64) {
 	s.armRTO(now)
 }
 
-// decrease is the inner TCP's window factor after a loss: Reno's half,
-// or beta (CUBIC's 0.7, what Linux senders use).
-func (s *tsim) decrease() float64 {
-	if s.beta > 0 {
-		return s.beta
-	}
-	return 0.5
-}
-
 func (s *tsim) armRTO(now time.Time) {
 	s.rtoGen++
 	gen := s.rtoGen
@@ -687,7 +678,7 @@ func (s *tsim) armRTO(now time.Time) {
 			return
 		}
 		s.rtoFires++
-		s.ssth = max(float64(s.nxt-s.una)*s.decrease(), 2)
+		s.ssth = max(float64(s.nxt-s.una)*s.beta, 2)
 		s.cwnd = 1
 		s.inRec = false
 		s.dup = 0
@@ -757,7 +748,7 @@ func (s *tsim) tcpAck(now time.Time, a int64, sacks []int64) {
 	case a == s.una && s.nxt > s.una && newSack:
 		s.dup++
 		if s.dup == 3 && !s.inRec {
-			s.ssth = max(float64(s.nxt-s.una-int64(s.sackedInWin))*s.decrease(), 2)
+			s.ssth = max(float64(s.nxt-s.una-int64(s.sackedInWin))*s.beta, 2)
 			s.cwnd = s.ssth
 			s.inRec = true
 			s.recover = s.nxt
