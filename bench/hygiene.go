@@ -136,6 +136,9 @@ const (
 	smaxDBFile  = "smaxdb.json"
 	cellsFile   = "cells.json"
 	verdictFile = "verdicts.tsv"
+	// eqn2File is the proxy's --eqn2-log: what Eqn 2 saw and set, for
+	// reading a run's carried windows afterwards (not analysed).
+	eqn2File = "eqn2.tsv"
 )
 
 // readSMaxDB reads the proxy's ŝ_max database file (version 1: cells of

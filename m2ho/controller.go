@@ -147,6 +147,27 @@ type Config struct {
 	// and its pace per RTT (see stableRwnd); default measuredUse (2/3),
 	// at most 1. A burst estimate of ŝ_max is used whole.
 	RampQueue float64
+	// Eqn2Trace, when set, is called with every window Eqn 2 computes
+	// (in the sub-6 dwell and on the ramp), for diagnostics (m2ho run
+	// --eqn2-log). Like Observer it is called synchronously from
+	// OnPacket, so it must be quick and must not call back.
+	Eqn2Trace func(now time.Time, f *Flow, s Eqn2Step)
+}
+
+// Eqn2Step is what Eqn 2 saw and decided for one uplink ACK of a flow
+// (Config.Eqn2Trace). Rates are bytes per second, windows bytes for the
+// flow (the cell's share of it already taken).
+type Eqn2Step struct {
+	Rate         float64       // the cell's per-RTT delivery rate (c.est)
+	Pipe         float64       // the rate the cap uses (Rate or the envelope's low)
+	RTTMin, SRTT time.Duration // the flow's, as the rule reads them (floored)
+	Eqn          float64       // λ·c_est·RTT_min/RTT alone
+	Cap          float64       // pipe·RTT_min + queue (before the ŝ_max floor)
+	Queue        float64       // the standing queue the cap allows
+	Limit        int           // the window the rule sets (after the pace)
+	Share        int           // flows sharing the cell
+	Wait         time.Duration // the flow's last one-way queueing delay measured (queue.go; 0 also before the first)
+	InFlight     uint32        // the sender's bytes in flight at the last echo (0: unknown)
 }
 
 // Observer is told of the controller's decisions, for logs and metrics.
@@ -770,6 +791,11 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 		// the sender's stale 1.9 MB cwnd replaced a 0.7 MB rwnd at once
 		// and the mmWave buffer dropped 740 segments within 0.1 s.
 		f.enterRecovery()
+		if c.eqn2Armed {
+			// The dwell's queue floor (eqn2PipeQueue) is not the
+			// cell's to hold: from here ŝ_max alone bounds it.
+			f.eq2Loss, f.eq2LossEpisode = true, c.episode
+		}
 		if c.ramp {
 			// Whether it leaves the window unused counts from here.
 			f.rampFresh, f.unusedOK, f.prevEdgeOK = c.rampGen, false, false
@@ -952,14 +978,31 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			queue *= c.cfg.RampQueue / measuredUse
 		}
 	}
+	eqn, pipe, capped := rwnd, r, math.Inf(1)
 	if c.stableCap > 0 {
-		pipe := r
 		if c.cfg.Eqn2Bound == BoundEnvelope && c.eqn2Armed {
 			if lo, ok := c.env.low(now); ok {
 				pipe = min(pipe, lo)
 			}
 		}
-		rwnd = min(rwnd, pipe*rttMin.Seconds()+queue)
+		// The pipe, bytes in flight with nothing queued: rate·RTT_min,
+		// or, where the phone measures the queue itself, the flow's
+		// bytes in flight less those queued (rate × its one-way wait),
+		// whichever is more. RTT_min/RTT alone sits below 1 with no
+		// queue at all when the phone's RTT samples spread (its reads
+		// batched, the rate measured over a little more than an RTT),
+		// and the cap's fixed point ŝ_max/(1−ρ) held windows under the
+		// pipe (TestEqn2DwellSmallSMaxBatchedPhone); the wait does not
+		// depend on the RTT samples. Per flow, times the flows sharing.
+		inPipe := pipe * rttMin.Seconds()
+		if w, ok := f.queueDelay(now, rtt); ok && f.inflight > 0 {
+			inPipe = max(inPipe, share*float64(f.inflight)-r*w.Seconds())
+		}
+		if c.eqn2Armed && !(f.eq2Loss && f.eq2LossEpisode == c.episode) {
+			queue = max(queue, eqn2PipeQueue*inPipe)
+		}
+		capped = inPipe + queue
+		rwnd = min(rwnd, capped)
 		rwnd = max(rwnd, float64(c.stableCap))
 	}
 	rwnd /= share
@@ -970,6 +1013,10 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	}
 	if !(rwnd < math.MaxInt32) {
 		return Verdict{}
+	}
+	if c.cfg.Eqn2Trace != nil {
+		c.cfg.Eqn2Trace(now, f, Eqn2Step{Rate: r, Pipe: pipe, RTTMin: rttMin, SRTT: rtt, Eqn: eqn / share, Cap: capped / share,
+			Queue: queue / share, Limit: int(rwnd), Share: int(share), Wait: f.lastWait, InFlight: f.inflight})
 	}
 	return c.clamp(f, p, int(rwnd), ReasonStableRate)
 }
@@ -996,6 +1043,35 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 // mmWave keeps the whole ŝ_max: its overflows are the sender's, ended by
 // letting it go (see ramp).
 const eqn2MeasuredQueue = 1.0 / 3
+
+// eqn2PipeQueue is the least standing queue Eqn 2's cap allows in the
+// sub-6 dwell, as a share of the pipe (bytes in flight with nothing
+// queued), whatever ŝ_max says, until the flow's sender retransmits in
+// the dwell.
+//
+// ŝ_max is the largest queue the phone has seen in the cell, a lower
+// bound of its buffer and no more: a flow Eqn 2 holds never shows the
+// phone more than the queue the cap allows, so a cell first measured
+// with a small queue stays small (the bench, mixed drive, scale 1.0,
+// seed 1, 2026-12-04: n77-a at 42 KB and n77-b at 24 KB against
+// 1387 KB buffers, the cap's queue 14 KB and 8 KB, and windows held at
+// a third of the pipe for seconds with the queue empty: 70 against
+// pass's 212 Mbit/s). A queue that small is below the flow's own bursts
+// (a batch of ACKs releases a few ms of the rate at once), so the cap
+// can't tell growth from burstiness, and it takes ŝ_max per RTT to
+// follow a cell whose capacity changes every 0.1 s.
+//
+// Why a quarter: the measured sub-6 cells queue far more than that. The
+// artifact's TCP logs on sub-6 show sRTT p10 53.5 ms, p50 75.8 ms and
+// p90 125.2 ms, i.e. standing queues of 20–70 ms at the cell's rate,
+// on a path whose pipe is ~27–55 ms; a quarter of the pipe is 7–14 ms
+// of queue, a fall of the cell by half within an RTT adds half a pipe
+// more, and the sum stays under what the cells held. A cell that can't
+// hold it drops, its sender retransmits, and the flow goes back to
+// ŝ_max's bound for the rest of the dwell (one cut of the carried
+// window, where a cap under the pipe cost two thirds of the dwell's
+// goodput). Not on the ramp back to mmWave, whose queue is RampQueue's.
+const eqn2PipeQueue = 0.25
 
 // clamp lowers p's window to limit bytes (clampWindow), but never so far
 // that the right edge ack + window falls below f.edge, the highest

@@ -78,6 +78,10 @@ type Flow struct {
 	eq2Last    float64
 	eq2At      time.Time
 	eq2Episode uint32
+	// eq2Loss: the sender retransmitted while Eqn 2 held it in command
+	// episode eq2LossEpisode (see eqn2PipeQueue).
+	eq2Loss        bool
+	eq2LossEpisode uint32
 
 	// rampFree is the ramp (Controller.rampGen) this flow was let go
 	// from: its sender retransmitted during it, or it started in it.
@@ -126,6 +130,25 @@ type Flow struct {
 	// owd is the one-way delay offset of the flow's downlink segments
 	// (queue.go).
 	owd owdState
+	// lastWait is the last wait owd measured (its margin taken off), at
+	// waitAt (see queueDelay).
+	lastWait time.Duration
+	waitAt   time.Time
+}
+
+// queueDelay is how long the flow's last downlink segment waited in the
+// queue, as an estimate rather than queue.go's lower bound: owd's wait
+// with its margin given back, less half a tick (a TSval is its send
+// time rounded down, so a segment looks up to a tick later than it was,
+// half a tick on average; the base's own segment, the least of seconds
+// of them, rounds by about nothing). ok is false when no wait was
+// measured within maxAge (the sender's clock unchecked, no timestamps,
+// no data lately).
+func (f *Flow) queueDelay(now time.Time, maxAge time.Duration) (time.Duration, bool) {
+	if f.waitAt.IsZero() || now.Sub(f.waitAt) > maxAge {
+		return 0, false
+	}
+	return max(f.lastWait+owdMargin-tsTick/2, 0), true
 }
 
 // isDupACK reports whether a pure ACK tells the sender nothing the last

@@ -233,6 +233,7 @@ func (c *Controller) queueSample(now time.Time, f *Flow, p *Packet) {
 	if !ok {
 		return
 	}
+	f.lastWait, f.waitAt = wait, now
 	c.owdAt = now
 	if wait <= 0 || !c.busy(now) {
 		return

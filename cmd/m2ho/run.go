@@ -61,6 +61,7 @@ type runConfig struct {
 	// of the whole run, for `make netbench`'s profile.
 	CPUProfile string `yaml:"-"`
 	VerdictLog string `yaml:"verdict-log"`
+	Eqn2Log    string `yaml:"eqn2-log"`
 	// The QUIC tunnel (quic and quic+m2ho flows; proxy/tunnel).
 	TunnelServer     string `yaml:"tunnel-server"`
 	TunnelServerName string `yaml:"tunnel-server-name"`
@@ -188,6 +189,7 @@ Example (as root):
 	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
+	fs.StringVar(&c.Eqn2Log, "eqn2-log", c.Eqn2Log, "file to append Eqn 2's inputs and window to, a line each 10ms at most while it holds a flow: unix_ns, the cell's rate and the rate its cap uses (bytes/s), the flow's RTT_min and smoothed RTT (us), lambda*c_est*RTT_min/RTT, the cap, its standing queue and the window set (bytes), flows sharing, the flow's last one-way queueing delay (us) and the sender's bytes in flight (empty: off)")
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually) (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
@@ -434,6 +436,19 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	}
 	pred, _ := c.predictorRules()                    // checked above
 	eqn2Bound, _ := m2ho.ParseEqn2Bound(c.Eqn2Bound) // checked above
+	var eqn2Trace func(time.Time, *m2ho.Flow, m2ho.Eqn2Step)
+	var eqn2 *eqn2Log
+	if c.Eqn2Log != "" {
+		if eqn2, err = openEqn2Log(c.Eqn2Log); err != nil {
+			return fmt.Errorf("--eqn2-log: %w", err)
+		}
+		undo = append(undo, func() {
+			if err := eqn2.Close(); err != nil {
+				log.Warn("eqn2 log", zap.Error(err))
+			}
+		})
+		eqn2Trace = eqn2.trace
+	}
 	ctrl := m2ho.New(m2ho.Config{
 		Rules:          pred,
 		Lambda:         c.Lambda,
@@ -445,6 +460,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		StableRate:     toggle(c.StableRate),
 		Eqn2Bound:      eqn2Bound,
 		RampQueue:      c.RampQueue,
+		Eqn2Trace:      eqn2Trace,
 	})
 	if hf != nil {
 		hf.ctrlHint = ctrl.Hint
@@ -627,7 +643,12 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			fmt.Fprintf(verdicts, "%d\t%d\t%d\t%d\t%d\n", now.UnixNano(), v[0], v[1], v[2], v[3])
 		}
 	}
-	ps.afterTick = logVerdicts
+	ps.afterTick = func(now time.Time) {
+		logVerdicts(now)
+		if eqn2 != nil {
+			eqn2.flush()
+		}
+	}
 
 	log.Info("m2ho running", zap.String("tun", dev.Name()), zap.String("socket", c.Socket))
 	err = ps.run(ctx)
