@@ -744,6 +744,7 @@ func (c *Controller) downlink(now time.Time, f *Flow, p *Packet) {
 	var echoAt time.Time // when the phone forwarded the echoed ACK
 	echoed := false
 	if p.HasTS && p.Flags&FlagACK != 0 {
+		f.noteEcho(now, p.TSecr)
 		if d, a, ok := f.matchTSecr(now, p.TSecr); ok {
 			f.addRTT(now, d)
 			c.lastRTT = f.srtt
@@ -909,7 +910,10 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		return Verdict{}
 	}
 	cEst := r * f.srtt.Seconds()
-	rttMin, rtt := max(f.rttMin, c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
+	// RTT_min above the smoothed RTT is a first sample of the path that
+	// a handover inflated (the uplink frozen until random access), not
+	// the path's: no more than srtt.
+	rttMin, rtt := max(min(f.rttMin, f.srtt), c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
 	rwnd := c.cfg.Lambda * cEst * rttMin.Seconds() / rtt.Seconds()
 	// The cap: bytes in flight are the pipe (rate·RTT_min, nothing
 	// queued) plus the standing queue at the bottleneck, the serving
@@ -996,7 +1000,9 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		// depend on the RTT samples. Per flow, times the flows sharing.
 		inPipe := pipe * rttMin.Seconds()
 		if w, ok := f.queueDelay(now, rtt); ok && f.inflight > 0 {
-			inPipe = max(inPipe, share*float64(f.inflight)-r*w.Seconds())
+			// In flight, as far as the window in force allows: the
+			// last measure can be of the window before the handover.
+			inPipe = max(inPipe, share*min(float64(f.inflight), f.eq2Last)-r*w.Seconds())
 		}
 		if c.eqn2Armed && !(f.eq2Loss && f.eq2LossEpisode == c.episode) {
 			queue = max(queue, eqn2PipeQueue*inPipe)

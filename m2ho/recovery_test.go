@@ -552,3 +552,61 @@ func TestRTTLongerThanRing(t *testing.T) {
 		}
 	}
 }
+
+// The uplink frozen from a handover command to random access delivers
+// its ACKs to the server together, and the server echoes only the last
+// of them (ts_recent), which the ring need not have recorded: the ring's
+// entries from the freeze are then dead, and new ACKs are measured again
+// within tsPassed plus a round trip. (They blocked the ring for tsKeep,
+// 1 s: on the bench the flow had no RTT sample for 0.9 s after mmWave →
+// sub-6 while Eqn 2 sized its window.)
+func TestRTTAfterFrozenUplink(t *testing.T) {
+	const oneWay = 15 * time.Millisecond
+	freezeFrom, freezeTo := time.Second, time.Second+60*time.Millisecond
+	var f Flow
+	f.attached = true
+	var recent uint32 // the server's ts_recent
+	type msg struct {
+		at  time.Duration
+		val uint32
+	}
+	var up, down []msg
+	var after []time.Duration // samples after the freeze, when taken
+	for now := time.Duration(0); now < 3*time.Second; now += time.Millisecond {
+		val := uint32(now/time.Millisecond) + 1
+		f.recordTSval(at(0).Add(now), val, 0)
+		arrive := now + oneWay
+		if now >= freezeFrom && now < freezeTo {
+			arrive = freezeTo + oneWay
+		}
+		up = append(up, msg{arrive, val})
+		for len(up) > 0 && up[0].at <= now {
+			recent = max(recent, up[0].val)
+			up = up[1:]
+		}
+		if recent > 0 {
+			down = append(down, msg{now + oneWay, recent}) // a segment each ms
+		}
+		for len(down) > 0 && down[0].at <= now {
+			f.noteEcho(at(0).Add(now), down[0].val)
+			if d, _, ok := f.matchTSecr(at(0).Add(now), down[0].val); ok {
+				f.addRTT(at(0).Add(now), d)
+				if now > freezeTo {
+					after = append(after, now)
+				}
+			}
+			down = down[1:]
+		}
+	}
+	if len(after) == 0 {
+		t.Fatal("no RTT sample after the freeze")
+	}
+	first := after[0] - freezeTo
+	t.Logf("first sample %v after the freeze ended, %d samples after it", first, len(after))
+	if want := tsPassed + 4*oneWay + 20*time.Millisecond; first > want {
+		t.Errorf("first RTT sample %v after the freeze ended, want within %v", first, want)
+	}
+	if srtt, _, _ := f.RTT(); srtt > 3*oneWay {
+		t.Errorf("srtt %v at the end, want about %v", srtt, 2*oneWay)
+	}
+}
