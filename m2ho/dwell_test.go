@@ -390,3 +390,30 @@ func TestEqn2DwellPipeQueueShallowBuffer(t *testing.T) {
 		t.Errorf("after the loss %d of %d windows still allowed the floor's queue", bad, afterSteps)
 	}
 }
+
+// A retransmission soon after random access repairs the handover's own
+// loss (a flush hole, the forwarded queue's tail): the dwell's queue
+// floor stays. One later is the dwell's: the floor goes.
+func TestEqn2LossGrace(t *testing.T) {
+	for _, tc := range []struct {
+		after time.Duration
+		want  bool
+	}{{100 * time.Millisecond, false}, {eqn2LossGrace + 100*time.Millisecond, true}} {
+		c := New(Config{SMaxDB: NewSMaxDB(), SignalLoss: time.Hour})
+		var f Flow
+		c.Attach(at(0), &f)
+		c.OnEvent(at(0), command(signaling.HOIntraNR, mmw, "M"))
+		c.OnEvent(at(30), raEv(signaling.RASuccess, signaling.RAHandover))
+		c.OnEvent(at(1000), command(signaling.HOIntraNR, sub6, "C"))
+		c.OnEvent(at(1030), raEv(signaling.RASuccess, signaling.RAHandover))
+		if !c.eqn2Armed {
+			t.Fatal("Eqn 2 not armed after mmWave → sub-6")
+		}
+		ra := at(1030)
+		c.OnPacket(ra.Add(10*time.Millisecond), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: 100_000, PayloadLen: 1000, HasTS: true, TSval: 500})
+		c.OnPacket(ra.Add(tc.after), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: 50_000, PayloadLen: 1000, HasTS: true, TSval: 500 + uint32(tc.after/time.Millisecond)})
+		if got := f.eq2Loss && f.eq2LossEpisode == c.episode; got != tc.want {
+			t.Errorf("retransmission %v after random access: the dwell's loss %v, want %v", tc.after, got, tc.want)
+		}
+	}
+}
