@@ -230,7 +230,7 @@ type Controller struct {
 
 	commanded bool // a command is being executed (Preparation after it)
 	commandAt time.Time
-	episode   uint32 // counts commands; flows snapshot per episode
+	episode   uint32    // counts commands; flows snapshot per episode
 	episodeAt time.Time // when episode began (random access, or the inferred handover)
 	smoothAt  time.Time
 
