@@ -186,24 +186,33 @@ type VerdictSample struct {
 	// Release: rewrites that opened a held window gradually (0 in logs
 	// from before the column existed).
 	Release uint64
+	// SignalLagUs: the largest signalling lag the proxy saw since the
+	// line before (µs; the event's arrival less its own timestamp; 0 in
+	// logs from before the column existed). Not a counter.
+	SignalLagUs uint64
 }
 
 // verdictColumns is the --verdict-log header; logs written before the
-// release column are read too (verdictColumns[:4]).
-var verdictColumns = []string{"unix_ns", "clamp_rewrites", "eqn2_rewrites", "suppressed_acks", "release_rewrites"}
+// release or the signal_lag column are read too (verdictColumns[:4],
+// [:5]).
+var verdictColumns = []string{"unix_ns", "clamp_rewrites", "eqn2_rewrites", "suppressed_acks", "release_rewrites", "signal_lag_us"}
 
 // ReadVerdictLog parses the proxy's --verdict-log (header unix_ns,
-// clamp_rewrites, eqn2_rewrites, suppressed_acks, release_rewrites; or
-// the first four alone).
+// clamp_rewrites, eqn2_rewrites, suppressed_acks, release_rewrites,
+// signal_lag_us; or the first five or four alone).
 func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
 	br := bufio.NewReader(r)
 	header := verdictColumns
-	if first, _ := br.Peek(256); !bytes.Contains(first, []byte("\trelease_rewrites")) {
+	first, _ := br.Peek(256)
+	switch {
+	case !bytes.Contains(first, []byte("\trelease_rewrites")):
 		header = verdictColumns[:4]
+	case !bytes.Contains(first, []byte("\tsignal_lag_us")):
+		header = verdictColumns[:5]
 	}
 	out := []VerdictSample{} // a log with its header only: no verdicts, not "not logged"
 	err := tsv(br, name, header, func(line int, f []string) error {
-		var v [5]uint64
+		var v [6]uint64
 		for i, s := range f {
 			x, err := strconv.ParseUint(s, 10, 64)
 			if err != nil {
@@ -211,7 +220,7 @@ func ReadVerdictLog(r io.Reader, name string) ([]VerdictSample, error) {
 			}
 			v[i] = x
 		}
-		vs := VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3], Release: v[4]}
+		vs := VerdictSample{UnixNs: int64(v[0]), Clamp: v[1], Eqn2: v[2], Suppressions: v[3], Release: v[4], SignalLagUs: v[5]}
 		if n := len(out); n > 0 {
 			// The proxy's counters only grow, a line per tick: a log
 			// out of order is two logs in one file (verdictsAt reads

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/m2ho/m2ho/bench/emu"
 )
@@ -131,6 +132,11 @@ func TestReadVerdictLog(t *testing.T) {
 	if _, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n17\t1\t2\t3\n"), "v"); err == nil || !strings.Contains(err.Error(), "v:2") {
 		t.Fatalf("a row short of the release column: %v", err)
 	}
+	// And the signalling lag, which is no counter: it may fall.
+	vs, err = ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\tsignal_lag_us\n17\t1\t2\t3\t4\t90000\n18\t1\t2\t3\t4\t12\n"), "v")
+	if err != nil || len(vs) != 2 || vs[0] != (VerdictSample{UnixNs: 17, Clamp: 1, Eqn2: 2, Suppressions: 3, Release: 4, SignalLagUs: 90000}) || vs[1].SignalLagUs != 12 {
+		t.Fatalf("with the signalling lag: %+v %v", vs, err)
+	}
 	// Two logs in one file (a proxy restarted onto the same path): the
 	// counters start again.
 	if _, err := ReadVerdictLog(strings.NewReader("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n17\t5\t2\t3\n18\t1\t0\t0\n"), "v"); err == nil || !strings.Contains(err.Error(), "v:3") {
@@ -141,6 +147,7 @@ func TestReadVerdictLog(t *testing.T) {
 func FuzzReadVerdictLog(f *testing.F) {
 	f.Add("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n17\t1\t2\t3\n18\t1\t3\t3\n")
 	f.Add("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n17\t1\t2\t3\t4\n")
+	f.Add("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\tsignal_lag_us\n17\t1\t2\t3\t4\t5\n")
 	f.Fuzz(func(t *testing.T, s string) {
 		vs, err := ReadVerdictLog(strings.NewReader(s), "v")
 		if err != nil {
@@ -192,5 +199,29 @@ func TestCellSMaxValidRuns(t *testing.T) {
 	}
 	if !strings.Contains(md.String(), "| n261-b | mmwave | 695400 | 718208* (–) |") {
 		t.Errorf("summary.md cells, no valid estimate:\n%s", md.String())
+	}
+}
+
+// signalLate adds up the time the proxy's signalling lag stayed above
+// MaxSignalLag (each line covering the time since the one before, at most
+// a second) and keeps the worst lag: 3 s late for 20 ms of ticks, then a
+// line after a 5 s gap counts 1 s; lags at or under the limit count
+// nothing.
+func TestSignalLate(t *testing.T) {
+	ms := func(v int64) int64 { return v * 1e6 }
+	lagUs := uint64(3_000_000)
+	vs := []VerdictSample{
+		{UnixNs: ms(0)},
+		{UnixNs: ms(10), SignalLagUs: lagUs},
+		{UnixNs: ms(20), SignalLagUs: lagUs},
+		{UnixNs: ms(30), SignalLagUs: uint64(MaxSignalLag / time.Microsecond)},
+		{UnixNs: ms(5030), SignalLagUs: 4_000_000},
+	}
+	late, worst := signalLate(vs)
+	if math.Abs(late-1.02) > 1e-9 || worst != 4000 {
+		t.Errorf("late %.3f s, worst %.0f ms; want 1.020 s, 4000 ms", late, worst)
+	}
+	if late, worst := signalLate(vs[:1]); late != 0 || worst != 0 {
+		t.Errorf("one line: late %v, worst %v", late, worst)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/m2ho/m2ho/m2ho"
@@ -39,7 +40,16 @@ type eventFeed struct {
 	ev      signaling.Event
 	at      time.Time
 	deliver func()
+	// lagMax is the largest signalling lag seen since takeLag (ns): the
+	// time an event reached the proxy less its own timestamp, where the
+	// source stamps events on this machine's clock (the bench's emulator;
+	// a modem's clock may be off by any constant, so the figure is for
+	// the bench's validity, not for the controller).
+	lagMax atomic.Int64
 }
+
+// takeLag returns the largest lag since the last call and starts over.
+func (f *eventFeed) takeLag() time.Duration { return time.Duration(f.lagMax.Swap(0)) }
 
 func newEventFeed(do func(func()), onEvent func(time.Time, *signaling.Event)) *eventFeed {
 	f := &eventFeed{do: do, onEvent: onEvent, clock: time.Now}
@@ -50,5 +60,10 @@ func newEventFeed(do func(func()), onEvent func(time.Time, *signaling.Event)) *e
 // sink is the sigio.Listen callback.
 func (f *eventFeed) sink(ev signaling.Event) {
 	f.ev, f.at = ev, f.clock()
+	if !ev.Time.IsZero() {
+		if lag := int64(f.at.Sub(ev.Time)); lag > f.lagMax.Load() {
+			f.lagMax.Store(lag) // one writer: the server runs the sink one event at a time
+		}
+	}
 	f.do(f.deliver)
 }

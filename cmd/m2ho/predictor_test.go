@@ -105,3 +105,25 @@ func BenchmarkEventFeed(b *testing.B) {
 		f.sink(slot)
 	}
 }
+
+// The feed keeps the largest signalling lag (arrival on the feed's clock
+// less the event's own time) until takeLag, which starts it over; events
+// without a time count nothing.
+func TestEventFeedLag(t *testing.T) {
+	f, _ := feedFixture() // the clock reads 1 ms, 2 ms, … at each event
+	slot := signaling.Event{Kind: signaling.KindMACSlot, Serving: signaling.Cell{ID: "A", Type: signaling.CellSub6}}
+	slot.Time = time.Unix(0, 0)
+	f.sink(slot) // 1 ms late
+	slot.Time = time.Unix(0, int64(2*time.Millisecond)-int64(300*time.Microsecond))
+	f.sink(slot) // 0.3 ms late
+	if got := f.takeLag(); got != time.Millisecond {
+		t.Fatalf("lag %v, want 1ms", got)
+	}
+	if got := f.takeLag(); got != 0 {
+		t.Fatalf("lag %v after takeLag, want 0", got)
+	}
+	f.sink(signaling.Event{Kind: signaling.KindMACSlot})
+	if got := f.takeLag(); got != 0 {
+		t.Fatalf("lag %v from an event without a time, want 0", got)
+	}
+}

@@ -190,7 +190,7 @@ Example (as root):
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
 	fs.StringVar(&c.Eqn2Log, "eqn2-log", c.Eqn2Log, "file to append Eqn 2's inputs and window to, a line each 10ms at most while it holds a flow: unix_ns, the cell's rate and the rate its cap uses (bytes/s), the flow's RTT_min and smoothed RTT (us), lambda*c_est*RTT_min/RTT, the cap, its standing queue and the window set (bytes), flows sharing, the flow's last one-way queueing delay (us) and the sender's bytes in flight (empty: off)")
-	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually) (empty: off)")
+	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually), and the largest signalling lag since the last line in us (arrival less the event's own timestamp; a line for it alone when it reaches 10ms) (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
 	fs.Float64Var(&c.RampQueue, "ramp-queue", c.RampQueue, "share of a cell's measured s_max (its buffer, learned from one-way delay) that the ramp back on mmWave lets stand queued, and adds per RTT, in (0, 1]; less leaves headroom for the cell's capacity dips, at a slower fill")
@@ -530,7 +530,8 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			undo = append(undo, func() { os.Remove(dir) })
 		}
 	}
-	srv, err := sigio.Listen(c.Socket, newEventFeed(eng.Do, ctrl.OnEvent).sink)
+	feed := newEventFeed(eng.Do, ctrl.OnEvent)
+	srv, err := sigio.Listen(c.Socket, feed.sink)
 	if err != nil {
 		return fmt.Errorf("--socket: %w", err)
 	}
@@ -629,7 +630,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			return fmt.Errorf("--verdict-log: %w", err)
 		}
 		undo = append(undo, func() { verdicts.Close() })
-		fmt.Fprintf(verdicts, "unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\n")
+		fmt.Fprintf(verdicts, "unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\trelease_rewrites\tsignal_lag_us\n")
 	}
 	var lastVerdicts [4]uint64
 	logVerdicts := func(now time.Time) {
@@ -638,9 +639,13 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		}
 		st := eng.Stats()
 		v := [4]uint64{st.RewritesBy[m2ho.ReasonPreparation], st.RewritesBy[m2ho.ReasonStableRate], st.DropsBy[m2ho.ReasonSmoothing], st.RewritesBy[m2ho.ReasonRelease]}
-		if v != lastVerdicts {
+		// The signalling lag since the last tick (the bench marks a run
+		// whose controller saw its events late), a line whenever it is
+		// large enough to matter even if no counter moved.
+		lag := feed.takeLag()
+		if v != lastVerdicts || lag >= signalLagLogged {
 			lastVerdicts = v
-			fmt.Fprintf(verdicts, "%d\t%d\t%d\t%d\t%d\n", now.UnixNano(), v[0], v[1], v[2], v[3])
+			fmt.Fprintf(verdicts, "%d\t%d\t%d\t%d\t%d\t%d\n", now.UnixNano(), v[0], v[1], v[2], v[3], max(lag, 0).Microseconds())
 		}
 	}
 	ps.afterTick = func(now time.Time) {
@@ -658,6 +663,12 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	}
 	return err
 }
+
+// signalLagLogged is the signalling lag that writes a verdict-log line
+// even when no counter moved: well above the microseconds an event takes
+// from the bench's emulator to the controller, well under the 54 ms a
+// report leads its command by (the XCAL logs' median).
+const signalLagLogged = 10 * time.Millisecond
 
 // toggle maps a boolean flag onto the controller's three-valued switch.
 func toggle(on bool) m2ho.Toggle {
