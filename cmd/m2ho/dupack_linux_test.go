@@ -442,12 +442,19 @@ func TestRunSuppressesFlushDupACKs(t *testing.T) {
 	// differ (a clean-clone CI run: pass 11, m2ho 22), and Linux repairs a
 	// reordering it sees late with a retransmission of its own (RACK; all
 	// DSACKed) whatever the ACKs say.
-	mmPer := float64(mm.retrans) / float64(max(mm.emu.FlushedHoles, 1))
+	// The counts are small (0-9 a run, all DSACKed RACK repairs), so m2ho
+	// may exceed pass's rate per hole by retransSlack: a clean-clone CI run
+	// (2026-12-04) had pass 1 for 8 holes and m2ho 3 for 19, where three
+	// runs after it had m2ho at 0-4 for 10-16 against pass's 7-9 for 15-17.
+	// ACKs suppressed that the sender needed cost far more than that
+	// (a stalled recovery ends in an RTO and a window of retransmissions).
+	const retransSlack = 2
 	passPer := float64(pass.retrans) / float64(max(pass.emu.FlushedHoles, 1))
+	allowed := passPer*float64(max(mm.emu.FlushedHoles, 1)) + retransSlack
 	switch {
-	case mm.emu.Valid && pass.emu.Valid && mmPer > passPer:
-		t.Errorf("the server retransmitted more per flushed hole with m2ho (%d for %d) than with pass (%d for %d)",
-			mm.retrans, mm.emu.FlushedHoles, pass.retrans, pass.emu.FlushedHoles)
+	case mm.emu.Valid && pass.emu.Valid && float64(mm.retrans) > allowed:
+		t.Errorf("the server retransmitted more per flushed hole with m2ho (%d for %d) than with pass (%d for %d), beyond %d of slack",
+			mm.retrans, mm.emu.FlushedHoles, pass.retrans, pass.emu.FlushedHoles, retransSlack)
 	case !(mm.emu.Valid && pass.emu.Valid):
 		t.Logf("retransmissions not compared (a run was late: pass valid %v, m2ho valid %v): m2ho %d, pass %d",
 			pass.emu.Valid, mm.emu.Valid, mm.retrans, pass.retrans)
