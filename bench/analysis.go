@@ -436,6 +436,9 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 // drive at scale 1.0 (2026-12-04, m2ho seed 2): from 128 s on the proxy
 // handled every event 3-5 s after the emulator sent it, the run was
 // valid by every other check, and no clamp fired at any later handover.
+// The emulator sends a burst's MAC slots when the burst ends, so lags of
+// a burst's length are normal (a 30 s run of the same drive: at most
+// 19 ms, 25 ticks at 10 ms or more).
 const (
 	MaxSignalLag       = 50 * time.Millisecond
 	MaxSignalLateShare = 0.01
