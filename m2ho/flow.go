@@ -65,9 +65,10 @@ type Flow struct {
 	ecrPassed, ecrMark     uint32
 	ecrMarkAt              time.Time
 	ecrPassedOK, ecrMarkOK bool
-	srtt                   time.Duration // smoothed, gain 1/8 (RFC 6298), of the median of three
-	rttMin                 time.Duration // 0: not known on this path (see newPath)
-	rttN                   uint32
+
+	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298), of the median of three
+	rttMin time.Duration // 0: not known on this path (see newPath)
+	rttN   uint32
 	// rttLast are the last three samples, rttI the next slot; rttPathN
 	// counts the samples since newPath up to 3 (RTT_min waits for three).
 	rttLast  [3]time.Duration
