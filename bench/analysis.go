@@ -47,6 +47,8 @@ type RunData struct {
 	// not recorded).
 	KernelLog []KernelSample
 	SMax      map[string]int // the proxy's final ŝ_max per cell ID
+	// SMaxRises is the proxy's --smax-log (nil: not recorded).
+	SMaxRises []SMaxRise
 	Cells     []emu.CellInfo // the cells' configured (scaled) buffers
 	// Verdicts are the proxy's verdict counters over time (nil: not
 	// recorded).
@@ -362,9 +364,12 @@ type RunResult struct {
 	Sysctls        Sysctls
 	Kernel         map[string]int64
 	SMax           map[string]int
-	Cells          []emu.CellInfo
-	Congestion     string      // the sender's congestion control, from iperf3
-	Cwnd           []CwndPoint // snd_cwnd per sender interval, emulator clock (sequence.go)
+	// SMaxOver is, per cell whose ŝ_max rose above its buffer, the rise
+	// that first did (from the proxy's --smax-log).
+	SMaxOver   []SMaxOver
+	Cells      []emu.CellInfo
+	Congestion string      // the sender's congestion control, from iperf3
+	Cwnd       []CwndPoint // snd_cwnd per sender interval, emulator clock (sequence.go)
 }
 
 // Valid is true when nothing made the run invalid.
@@ -392,6 +397,7 @@ func AnalyzeRun(d RunData) (RunResult, error) {
 		r.SettleByWindow[windowName(n)] = ConvergeWindow(r.Bins, d.Capacity, d.Handovers, SettleFraction, n)
 	}
 	r.HandoverStats = handoverStats(r, d)
+	r.SMaxOver = smaxOver(d)
 	for _, iv := range d.Sender.Intervals {
 		r.Cwnd = append(r.Cwnd, CwndPoint{T: iv.End + a.OffsetS, Bytes: iv.CwndBytes})
 		r.Retransmits += iv.Retransmits
@@ -467,3 +473,46 @@ func signalLate(vs []VerdictSample) (lateS, worstMs float64) {
 // tunnel restart and iperf3's set-up taking ~4 s) the last ~2 s of every
 // run crossed unshaped, the sender's queued megabytes at 300-700 Mbit/s.
 const OutlivedToleranceS = 0.05
+
+// SMaxOver is the rise that first put a cell's ŝ_max above its configured
+// buffer, with the emulator's late deliveries in that second and the one
+// before (late deliveries and input read late make the estimate err high:
+// m2ho/queue.go).
+type SMaxOver struct {
+	SMaxRise
+	BufferBytes int64 `json:"buffer_bytes"`
+	EmuLate     int64 `json:"emu_late_near"`
+}
+
+// smaxOver finds, per cell with a configured buffer, the first logged
+// rise of ŝ_max above it.
+func smaxOver(d RunData) []SMaxOver {
+	var out []SMaxOver
+	seen := map[string]bool{}
+	for _, x := range d.SMaxRises {
+		if seen[x.Cell] {
+			continue
+		}
+		var buf int64
+		for _, c := range d.Cells {
+			if c.ID == x.Cell {
+				buf = c.BufferBytes
+			}
+		}
+		if buf <= 0 || x.SMax <= buf {
+			continue
+		}
+		seen[x.Cell] = true
+		x.AtS = float64(x.UnixNs-d.Emu.StartUnixNS) / 1e9
+		o := SMaxOver{SMaxRise: x, BufferBytes: buf}
+		if lp := d.Emu.Loop; lp != nil {
+			for _, ls := range lp.LateSeconds {
+				if s := int(math.Floor(x.AtS)); ls.Second == s || ls.Second == s-1 {
+					o.EmuLate += ls.Late
+				}
+			}
+		}
+		out = append(out, o)
+	}
+	return out
+}

@@ -141,6 +141,49 @@ const (
 	eqn2File = "eqn2.tsv"
 )
 
+// smaxLogFile is the proxy's --smax-log: each rise of a cell's ŝ_max
+// with the sample that made it.
+const smaxLogFile = "smax.tsv"
+
+// smaxLogColumns is the --smax-log header (cmd/m2ho smaxHeader).
+var smaxLogColumns = []string{"unix_ns", "cell", "type", "smax_B", "wait_us", "received_B", "served_B", "busy_us", "raw_B"}
+
+// SMaxRise is one rise of a cell's ŝ_max as the proxy logged it: the
+// value, the queueing delay of the segment that completed it, the bytes
+// received and served since that segment joined the queue, how long the
+// cell had been busy and the largest single sample.
+type SMaxRise struct {
+	UnixNs   int64   `json:"-"`
+	AtS      float64 `json:"at_s"` // emulator time, set by AnalyzeRun
+	Cell     string  `json:"cell"`
+	Type     string  `json:"type"`
+	SMax     int64   `json:"smax_bytes"`
+	WaitUs   int64   `json:"wait_us"`
+	Received int64   `json:"received_bytes"`
+	Served   int64   `json:"served_bytes"`
+	BusyUs   int64   `json:"busy_us"`
+	Raw      int64   `json:"raw_bytes"`
+}
+
+// ReadSMaxLog reads the proxy's --smax-log; errors name file:line and the
+// column.
+func ReadSMaxLog(r io.Reader, name string) ([]SMaxRise, error) {
+	var out []SMaxRise
+	err := tsv(r, name, smaxLogColumns, func(line int, f []string) error {
+		var v [7]int64
+		for i, c := range []int{0, 3, 4, 5, 6, 7, 8} {
+			n, err := strconv.ParseInt(f[c], 10, 64)
+			if err != nil {
+				return fmt.Errorf("%s:%d: %s: %q is not an integer", name, line, smaxLogColumns[c], f[c])
+			}
+			v[i] = n
+		}
+		out = append(out, SMaxRise{UnixNs: v[0], Cell: f[1], Type: f[2], SMax: v[1], WaitUs: v[2], Received: v[3], Served: v[4], BusyUs: v[5], Raw: v[6]})
+		return nil
+	})
+	return out, err
+}
+
 // readSMaxDB reads the proxy's ŝ_max database file (version 1: cells of
 // id, type, smax_bytes); a missing file is no cells.
 func readSMaxDB(path string) (map[string]int, error) {

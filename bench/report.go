@@ -256,4 +256,15 @@ type CellSMax struct {
 	// estimate from a valid run is.
 	Exceeds            []string `json:"exceeds,omitempty"`
 	ExceedsInValidRuns []string `json:"exceeds_in_valid_runs,omitempty"`
+	// Over is, per run whose estimate rose above the buffer, the rise
+	// that first did, from the proxy's --smax-log.
+	Over []CellSMaxOver `json:"over,omitempty"`
+}
+
+// CellSMaxOver is one run's first rise of a cell's ŝ_max above its buffer.
+type CellSMaxOver struct {
+	Variant string `json:"variant"`
+	Run     int    `json:"run"` // from 1
+	Valid   bool   `json:"valid"`
+	SMaxOver
 }

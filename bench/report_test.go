@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -224,4 +226,75 @@ func TestSignalLate(t *testing.T) {
 	if late, worst := signalLate(vs[:1]); late != 0 || worst != 0 {
 		t.Errorf("one line: late %v, worst %v", late, worst)
 	}
+}
+
+// The proxy's --smax-log says when and from what a cell's ŝ_max rose
+// above its buffer: the first such rise per cell and run, on the
+// emulator's clock, with the emulator's late deliveries of that second
+// and the one before, in summary.json and summary.md; rises under the
+// buffer and later ones of the same cell are not listed.
+func TestSMaxOverFromLog(t *testing.T) {
+	const start = int64(1_800_000_000_000_000_000)
+	log := "unix_ns\tcell\ttype\tsmax_B\twait_us\treceived_B\tserved_B\tbusy_us\traw_B\n" +
+		fmt.Sprintf("%d\tn261-b\tmmwave\t600000\t5000\t600000\t610000\t30000\t650000\n", start+10_500_000_000) +
+		fmt.Sprintf("%d\tn261-b\tmmwave\t700000\t5600\t710000\t700000\t41500\t800000\n", start+12_250_000_000) +
+		fmt.Sprintf("%d\tn261-b\tmmwave\t720000\t5700\t730000\t720000\t42000\t800000\n", start+12_260_000_000) +
+		fmt.Sprintf("%d\tn77-a\tsub6\t400000\t30000\t400000\t400000\t50000\t410000\n", start+20_000_000_000)
+	rises, err := ReadSMaxLog(strings.NewReader(log), "smax.tsv")
+	if err != nil || len(rises) != 4 {
+		t.Fatalf("ReadSMaxLog: %d rises, %v", len(rises), err)
+	}
+	cells := []emu.CellInfo{{ID: "n261-b", Type: "mmwave", BufferBytes: 695_400}, {ID: "n77-a", Type: "sub6", BufferBytes: 416_100}}
+	d := RunData{Variant: "m2ho", Cells: cells, SMaxRises: rises, Emu: EmulatorSummary{StartUnixNS: start,
+		Loop: &emu.LoopProfile{LateSeconds: []emu.LateSecond{{Second: 11, Late: 7}, {Second: 12, Late: 5}, {Second: 13, Late: 100}}}}}
+	over := smaxOver(d)
+	if len(over) != 1 {
+		t.Fatalf("smaxOver: %+v, want n261-b's first rise above 695 400 alone", over)
+	}
+	if o := over[0]; o.Cell != "n261-b" || o.SMax != 700_000 || o.BufferBytes != 695_400 || math.Abs(o.AtS-12.25) > 1e-9 || o.EmuLate != 12 || o.WaitUs != 5600 || o.BusyUs != 41_500 {
+		t.Fatalf("smaxOver: %+v", o)
+	}
+	runs := []RunResult{{Variant: "m2ho", Index: 1, Cells: cells, SMax: map[string]int{"n261-b": 720_000}, SMaxOver: over}}
+	s := Summarize(runs, Meta{Scenario: "x", Repeat: 1, Variants: []Variant{{Name: "m2ho"}}})
+	var b CellSMax
+	for _, c := range s.Cells {
+		if c.ID == "n261-b" {
+			b = c
+		}
+	}
+	if len(b.Over) != 1 || b.Over[0].Run != 2 || !b.Over[0].Valid || b.Over[0].SMax != 700_000 {
+		t.Fatalf("summary cell: %+v", b)
+	}
+	js, err := json.Marshal(b)
+	if err != nil || !strings.Contains(string(js), `"over":[{"variant":"m2ho","run":2,"valid":true,"at_s":12.25,"cell":"n261-b","type":"mmwave","smax_bytes":700000,`) {
+		t.Fatalf("summary.json cell: %s (%v)", js, err)
+	}
+	var md strings.Builder
+	if err := s.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(md.String(), "- n261-b rose above its buffer in m2ho run 2 at 12.25 s: ŝ_max 700000 of 695400 B, from a segment that waited 5.6 ms (received 710000, served 700000 B since it joined the queue; the cell busy for 41.5 ms; largest single sample 800000 B); emulator late deliveries in that second and the one before: 12.") {
+		t.Fatalf("summary.md:\n%s", md.String())
+	}
+	// Bad input names the file, line and column.
+	if _, err := ReadSMaxLog(strings.NewReader(strings.Replace(log, "700000\t5600", "7e5\t5600", 1)), "smax.tsv"); err == nil || !strings.Contains(err.Error(), "smax.tsv:3: smax_B") {
+		t.Fatalf("bad smax_B: %v", err)
+	}
+}
+
+// ReadSMaxLog never panics, and what it accepts has the header's columns.
+func FuzzReadSMaxLog(f *testing.F) {
+	f.Add("unix_ns\tcell\ttype\tsmax_B\twait_us\treceived_B\tserved_B\tbusy_us\traw_B\n17\tn77-a\tsub6\t1\t2\t3\t4\t5\t6\n")
+	f.Add("unix_ns\tcell\ttype\tsmax_B\twait_us\treceived_B\tserved_B\tbusy_us\traw_B\n17\t\t\t-1\t2\t3\n")
+	f.Fuzz(func(t *testing.T, s string) {
+		rs, err := ReadSMaxLog(strings.NewReader(s), "s")
+		if err != nil {
+			return
+		}
+		for _, r := range rs {
+			if strings.ContainsAny(r.Cell+r.Type, "\t\n") {
+				t.Fatalf("a field with a separator: %+v", r)
+			}
+		}
+	})
 }

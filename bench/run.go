@@ -367,6 +367,13 @@ func LoadRun(dir string) (RunData, error) {
 			return d, err
 		}
 	}
+	if fh, err := os.Open(filepath.Join(dir, smaxLogFile)); err == nil {
+		d.SMaxRises, err = ReadSMaxLog(fh, filepath.Join(dir, smaxLogFile))
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
+	}
 	if fh, err := os.Open(filepath.Join(dir, verdictFile)); err == nil {
 		d.Verdicts, err = ReadVerdictLog(fh, filepath.Join(dir, verdictFile))
 		fh.Close()
@@ -848,7 +855,7 @@ func (r *runner) startProxy(ctx context.Context, proxyLog string, tunnelArgs []s
 	c, bin := r.chain, r.cfg.Binary
 	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
 		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile),
-		"--verdict-log", filepath.Join(r.dir, verdictFile), "--eqn2-log", filepath.Join(r.dir, eqn2File)}, r.v.Args...)
+		"--verdict-log", filepath.Join(r.dir, verdictFile), "--eqn2-log", filepath.Join(r.dir, eqn2File), "--smax-log", filepath.Join(r.dir, smaxLogFile)}, r.v.Args...)
 	proxyArgs = append(proxyArgs, tunnelArgs...)
 	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
 	if err != nil {

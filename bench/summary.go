@@ -218,6 +218,11 @@ func Summarize(runs []RunResult, m Meta) Summary {
 				c.SMaxValidBytes[r.Variant] = max(c.SMaxValidBytes[r.Variant], v)
 			}
 		}
+		for _, o := range r.SMaxOver {
+			if c := cells[o.Cell]; c != nil {
+				c.Over = append(c.Over, CellSMaxOver{Variant: r.Variant, Run: r.Index + 1, Valid: r.Valid(), SMaxOver: o})
+			}
+		}
 	}
 	for _, id := range cellOrder {
 		c := cells[id]
@@ -628,6 +633,16 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 				}
 			}
 			b.WriteString("\n")
+		}
+		for _, c := range s.Cells {
+			for _, o := range c.Over {
+				valid := ""
+				if !o.Valid {
+					valid = ", a run marked invalid"
+				}
+				fmt.Fprintf(b, "\n- %s rose above its buffer in %s run %d%s at %.2f s: ŝ_max %d of %d B, from a segment that waited %.1f ms (received %d, served %d B since it joined the queue; the cell busy for %.1f ms; largest single sample %d B); emulator late deliveries in that second and the one before: %d.",
+					c.ID, o.Variant, o.Run, valid, o.AtS, o.SMax, o.BufferBytes, float64(o.WaitUs)/1000, o.Received, o.Served, float64(o.BusyUs)/1000, o.Raw, o.EmuLate)
+			}
 		}
 	}
 	if len(s.HandoverTable) > 0 {

@@ -152,6 +152,26 @@ type Config struct {
 	// --eqn2-log). Like Observer it is called synchronously from
 	// OnPacket, so it must be quick and must not call back.
 	Eqn2Trace func(now time.Time, f *Flow, s Eqn2Step)
+	// SMaxTrace, when set, is called each time a queue measured from
+	// one-way delay raises a cell's ŝ_max in the database, with the
+	// sample that did it (m2ho run --smax-log): an estimate above the
+	// cell's buffer is then traced to its inputs. Called synchronously
+	// from OnPacket and OnEvent, like Observer.
+	SMaxTrace func(s SMaxStep)
+}
+
+// SMaxStep is one rise of a cell's ŝ_max from the queue measured ahead of
+// a downlink segment (queue.go, Config.SMaxTrace): the new value and the
+// sample of the held window that completed it.
+type SMaxStep struct {
+	Cell     signaling.Cell
+	SMax     int           // the new ŝ_max (the held window's least sample)
+	SampleAt time.Time     // when the completing segment reached the phone
+	Wait     time.Duration // its queueing delay (one-way delay above the base, less the margin)
+	Received int64         // bytes the phone received since it joined the queue (its own included)
+	Served   int64         // bytes the MAC slots served since then, by their own clock
+	Busy     time.Duration // how long the cell had been serving this UE back to back
+	Raw      int64         // the largest single sample in the cell so far
 }
 
 // Eqn2Step is what Eqn 2 saw and decided for one uplink ACK of a flow
@@ -307,6 +327,7 @@ type Controller struct {
 	busySince  time.Time
 	lastSlotAt time.Time
 	qMax       int
+	qMaxStep   SMaxStep // the sample that set qMax (Config.SMaxTrace)
 	qSaved     int
 	owdAt      time.Time
 }

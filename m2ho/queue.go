@@ -245,13 +245,12 @@ func (c *Controller) queueSample(now time.Time, f *Flow, p *Packet) {
 	// Received since, or served since by the slots' clock, whichever is
 	// less (see "Late deliveries" above): the served count includes p's
 	// own slot when its event came first, and headers, as the buffer does.
-	q := c.deliv.since(from) + int64(p.PayloadLen)
-	if s := c.served.since(from); s < q {
-		q = s
-	}
+	recv, served := c.deliv.since(from)+int64(p.PayloadLen), c.served.since(from)
+	q := min(recv, served)
 	c.qRaw = max(c.qRaw, q)
 	if q, ok := c.held.add(now, c.busySince, q); ok && q > int64(c.qMax) {
 		c.qMax = int(min(q, 1<<40))
+		c.qMaxStep = SMaxStep{SampleAt: now, Wait: wait, Received: recv, Served: served, Busy: now.Sub(c.busySince)}
 	}
 }
 
@@ -363,7 +362,15 @@ func (c *Controller) flushQueue() {
 		return
 	}
 	c.qSaved = c.qMax
-	if c.cfg.SMaxDB.ObserveQueue(c.serving, c.qMax) && (c.eqn2Armed || c.ramp) {
+	if !c.cfg.SMaxDB.ObserveQueue(c.serving, c.qMax) {
+		return
+	}
+	if c.cfg.SMaxTrace != nil {
+		st := c.qMaxStep
+		st.Cell, st.SMax, st.Raw = c.serving, c.qMax, c.qRaw
+		c.cfg.SMaxTrace(st)
+	}
+	if c.eqn2Armed || c.ramp {
 		c.stableCap, _, c.stableMeasured = c.lookupSMax(c.serving)
 	}
 }

@@ -373,3 +373,42 @@ func floodQueue(t *testing.T, buf int, o cellOpts) floodResult {
 	got, _ := db.Get(A)
 	return floodResult{sMax: got, raw: raw, drops: drops}
 }
+
+// Config.SMaxTrace reports every rise of the cell's ŝ_max with the
+// sample that completed it: the values rise, the last is the database's,
+// and the held window's least is at most the completing sample's count.
+func TestSMaxTraceReportsEachRise(t *testing.T) {
+	const capB, buf, seg = 5600, 300_000, 1400
+	db := NewSMaxDB()
+	var steps []SMaxStep
+	c := New(Config{SMaxDB: db, SMaxTrace: func(s SMaxStep) { steps = append(steps, s) }})
+	c.lastRTT = floodRTT
+	f := &Flow{}
+	c.Attach(t0, f)
+	A := cell(sub6, "A")
+	warm := 3 * owdBucket
+	end := warm + 2*time.Second
+	queueCell(c, f, A, capB, buf, seg, end, 1000, floodRTT, floods(capB, seg, warm))
+	c.OnEvent(t0.Add(end+time.Second), slotEv(0, 0))
+	got, _ := db.Get(A)
+	if len(steps) == 0 || got == 0 {
+		t.Fatalf("no rise traced (%d steps), ŝ_max %d", len(steps), got)
+	}
+	for i, s := range steps {
+		if s.Cell != A {
+			t.Fatalf("step %d: cell %v, want %v", i, s.Cell, A)
+		}
+		if i > 0 && s.SMax <= steps[i-1].SMax {
+			t.Fatalf("step %d: ŝ_max %d after %d: a trace line that is no rise", i, s.SMax, steps[i-1].SMax)
+		}
+		if s.SampleAt.Before(t0.Add(warm)) || s.SampleAt.After(t0.Add(end)) || s.Wait <= 0 || s.Busy <= 0 {
+			t.Fatalf("step %d: sample at %v, wait %v, busy %v: not a sample of the floods", i, s.SampleAt.Sub(t0), s.Wait, s.Busy)
+		}
+		if int64(s.SMax) > min(s.Received, s.Served) || int64(s.SMax) > s.Raw {
+			t.Fatalf("step %d: ŝ_max %d above its completing sample (received %d, served %d) or the largest sample %d", i, s.SMax, s.Received, s.Served, s.Raw)
+		}
+	}
+	if last := steps[len(steps)-1].SMax; last != got {
+		t.Fatalf("last traced ŝ_max %d, database %d", last, got)
+	}
+}

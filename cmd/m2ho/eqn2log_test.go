@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/signaling"
 )
 
 // --eqn2-log writes its header and then a line per eqn2LogEvery at most,
@@ -68,5 +69,32 @@ func TestEqn2Log(t *testing.T) {
 		l2.trace(now, nil, s)
 	}); a != 0 {
 		t.Errorf("trace allocates %.1f times per line", a)
+	}
+}
+
+// --smax-log writes its header and a line per rise, the step's figures in
+// the header's columns, a cell ID's control characters replaced.
+func TestSMaxLog(t *testing.T) {
+	name := filepath.Join(t.TempDir(), "smax.tsv")
+	l, err := openSMaxLog(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_800_000_000, 5)
+	l.trace(m2ho.SMaxStep{Cell: signaling.Cell{ID: "n261-b", Type: signaling.CellMmWave}, SMax: 2_361_162, SampleAt: at,
+		Wait: 18_700 * time.Microsecond, Received: 2_400_000, Served: 2_390_000, Busy: 41_500 * time.Microsecond, Raw: 2_500_000})
+	l.trace(m2ho.SMaxStep{Cell: signaling.Cell{ID: "a\tb\nc", Type: signaling.CellSub6}, SMax: 7, SampleAt: at})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := smaxHeader +
+		"1800000000000000005\tn261-b\tmmwave\t2361162\t18700\t2400000\t2390000\t41500\t2500000\n" +
+		"1800000000000000005\ta?b?c\tsub6\t7\t0\t0\t0\t0\t0\n"
+	if string(b) != want {
+		t.Fatalf("log:\n%s\nwant:\n%s", b, want)
 	}
 }

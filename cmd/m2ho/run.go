@@ -62,6 +62,7 @@ type runConfig struct {
 	CPUProfile string `yaml:"-"`
 	VerdictLog string `yaml:"verdict-log"`
 	Eqn2Log    string `yaml:"eqn2-log"`
+	SMaxLog    string `yaml:"smax-log"`
 	// The QUIC tunnel (quic and quic+m2ho flows; proxy/tunnel).
 	TunnelServer     string `yaml:"tunnel-server"`
 	TunnelServerName string `yaml:"tunnel-server-name"`
@@ -192,6 +193,7 @@ Example (as root):
 	fs.StringVar(&c.Eqn2Log, "eqn2-log", c.Eqn2Log, "file to append Eqn 2's inputs and window to, a line each 10ms at most while it holds a flow: unix_ns, the cell's rate and the rate its cap uses (bytes/s), the flow's RTT_min and smoothed RTT (us), lambda*c_est*RTT_min/RTT, the cap, its standing queue and the window set (bytes), flows sharing, the flow's last one-way queueing delay (us) and the sender's bytes in flight (empty: off)")
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually), and the largest signalling lag since the last line in us (arrival less the event's own timestamp; a line for it alone when it reaches 10ms) (empty: off)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
+	fs.StringVar(&c.SMaxLog, "smax-log", c.SMaxLog, "file to append each rise of a cell's buffer estimate (s_max, measured from one-way delay) to, with the sample that made it: unix_ns of the sample, cell, type, s_max, the segment's queueing delay (us), the bytes received and the bytes the MAC slots served since it joined the queue, how long the cell had been busy (us) and the largest single sample (empty: off)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
 	fs.Float64Var(&c.RampQueue, "ramp-queue", c.RampQueue, "share of a cell's measured s_max (its buffer, learned from one-way delay) that the ramp back on mmWave lets stand queued, and adds per RTT, in (0, 1]; less leaves headroom for the cell's capacity dips, at a slower fill")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
@@ -449,6 +451,19 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		})
 		eqn2Trace = eqn2.trace
 	}
+	var smaxTrace func(m2ho.SMaxStep)
+	var smaxL *smaxLog
+	if c.SMaxLog != "" {
+		if smaxL, err = openSMaxLog(c.SMaxLog); err != nil {
+			return fmt.Errorf("--smax-log: %w", err)
+		}
+		undo = append(undo, func() {
+			if err := smaxL.Close(); err != nil {
+				log.Warn("smax log", zap.Error(err))
+			}
+		})
+		smaxTrace = smaxL.trace
+	}
 	ctrl := m2ho.New(m2ho.Config{
 		Rules:          pred,
 		Lambda:         c.Lambda,
@@ -461,6 +476,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		Eqn2Bound:      eqn2Bound,
 		RampQueue:      c.RampQueue,
 		Eqn2Trace:      eqn2Trace,
+		SMaxTrace:      smaxTrace,
 	})
 	if hf != nil {
 		hf.ctrlHint = ctrl.Hint
@@ -652,6 +668,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		logVerdicts(now)
 		if eqn2 != nil {
 			eqn2.flush()
+		}
+		if smaxL != nil {
+			smaxL.flush()
 		}
 	}
 
