@@ -37,8 +37,12 @@ type Sequence struct {
 	// after it and at or before Up's command (the handover into sub-6 and
 	// the whole dwell). CwndJudged is false when either has no interval.
 	MmWaveCwnd, MinCwnd int64
-	CwndJudged          bool
-	CwndKept            bool // MinCwnd ≥ SequenceCwndKeep × MmWaveCwnd
+	// CutS is the end of the first interval in the dwell whose snd_cwnd
+	// was under SequenceCwndKeep × MmWaveCwnd (0: none), where a miss on
+	// the cwnd is to be looked for.
+	CutS       float64
+	CwndJudged bool
+	CwndKept   bool // MinCwnd ≥ SequenceCwndKeep × MmWaveCwnd
 	// ConvergenceS is Up's convergence at the 0.1 s window (Converge:
 	// from its random access to the first 0.1 s bin at ConvergenceFraction
 	// of the capacity of the mmWave cell); Recovered is whether it came
@@ -105,6 +109,12 @@ func Sequences(hos []HandoverRow, cwnd []CwndPoint, bins []Bin, caps []CapacityB
 			}
 		}
 		s.CwndJudged = haveBefore && haveDwell && s.MmWaveCwnd > 0
+		for _, p := range cwnd {
+			if s.CwndJudged && p.T > hos[i].Command+eps && p.T <= hos[j].Command+eps && float64(p.Bytes) < SequenceCwndKeep*float64(s.MmWaveCwnd) {
+				s.CutS = p.T
+				break
+			}
+		}
 		s.CwndKept = s.CwndJudged && float64(s.MinCwnd) >= SequenceCwndKeep*float64(s.MmWaveCwnd)
 		if c := conv[j]; c.Analyzed {
 			s.ConvergenceS = c.Seconds
@@ -165,6 +175,7 @@ type SequenceRow struct {
 	Hops       int     `json:"hops"`
 	MmWaveCwnd int64   `json:"mmwave_cwnd_bytes"`
 	MinCwnd    int64   `json:"min_cwnd_bytes"`
+	CutS       float64 `json:"first_cut_s,omitempty"`
 	ConvS      float64 `json:"return_convergence_s"`
 	CwndKept   bool    `json:"cwnd_kept"`
 	Recovered  bool    `json:"recovered"`
@@ -186,7 +197,7 @@ func summarizeSequences(runs []RunResult, variants []string) []SequenceSummary {
 			for _, s := range Sequences(r.Handovers, r.Cwnd, r.Bins, r.Capacity) {
 				ss.Sequences++
 				ss.Rows = append(ss.Rows, SequenceRow{Run: r.Index + 1, CommandS: s.CommandS, ReturnS: s.ReturnS, Hops: s.Hops,
-					MmWaveCwnd: s.MmWaveCwnd, MinCwnd: s.MinCwnd, ConvS: s.ConvergenceS, CwndKept: s.CwndKept, Recovered: s.Recovered, Met: s.Met, Reached: s.Reached, Judged: s.Judged()})
+					MmWaveCwnd: s.MmWaveCwnd, MinCwnd: s.MinCwnd, CutS: s.CutS, ConvS: s.ConvergenceS, CwndKept: s.CwndKept, Recovered: s.Recovered, Met: s.Met, Reached: s.Reached, Judged: s.Judged()})
 				if !s.Judged() {
 					continue
 				}
@@ -232,6 +243,34 @@ func writeSequences(b *strings.Builder, ss []SequenceSummary) {
 		}
 		fmt.Fprintf(b, "| %s | %d | %d | %d | %d | %d | %s | %d | %d |\n", s.Variant, s.Sequences, s.Judged, s.CwndKept, s.Recovered, s.Met, frac, s.Reached, s.MetReached)
 	}
+	var missed strings.Builder
+	for _, s := range ss {
+		for _, r := range s.Rows {
+			if !r.Judged || r.Met {
+				continue
+			}
+			cut := "-"
+			if r.CutS > 0 {
+				cut = fmt.Sprintf("%.1f", r.CutS)
+			}
+			fmt.Fprintf(&missed, "| %s | %d | %.2f | %.2f | %d | %d | %d | %s | %.2f | %s |\n", s.Variant, r.Run, r.CommandS, r.ReturnS, r.Hops,
+				r.MmWaveCwnd/1000, r.MinCwnd/1000, cut, r.ConvS, yesNo(r.Reached))
+		}
+	}
+	if missed.Len() > 0 {
+		b.WriteString("\nThe judged sequences that missed: into sub-6 at the command, back at the return's random access (s, emulator clock); " +
+			"horizontal hops between; snd_cwnd before the command and its least in the dwell (KB); the first 0.1 s interval under 90 % of it; " +
+			"the return's convergence (0.1 s window); reached 75 % on mmWave before.\n\n" +
+			"| variant | run | command (s) | return (s) | hops | cwnd (KB) | least (KB) | first under 90 % (s) | return conv (s) | reached before |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+		b.WriteString(missed.String())
+	}
+}
+
+func yesNo(v bool) string {
+	if v {
+		return "yes"
+	}
+	return "no"
 }
 
 func variantNames(vs []Variant) []string {

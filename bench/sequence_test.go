@@ -46,20 +46,21 @@ func TestSequences(t *testing.T) {
 		kept, recovered, met       bool
 		minCwnd                    int64
 		wantConvAtLeast, wantConvS float64
+		cutS                       float64 // the first interval under 90 % (0: none)
 	}{
-		{"window carried, full speed at once", flat, full, true, true, true, 2_000_000, 0, 0.14},
+		{"window carried, full speed at once", flat, full, true, true, true, 2_000_000, 0, 0.14, 0},
 		{"a cut to 89 % in the dwell", func(t float64) int64 {
 			if t > 17 && t < 18 {
 				return 1_780_000
 			}
 			return 2_000_000
-		}, full, false, true, false, 1_780_000, 0, 0.14},
+		}, full, false, true, false, 1_780_000, 0, 0.14, 17.1},
 		{"exactly 90 % still counts", func(t float64) int64 {
 			if t > 17 && t < 18 {
 				return 1_800_000
 			}
 			return 2_000_000
-		}, full, true, true, true, 1_800_000, 0, 0.14},
+		}, full, true, true, true, 1_800_000, 0, 0.14, 0},
 		// The cut at the handover into sub-6 counts (intervals after
 		// its command), before it does not.
 		{"cut at the handover into sub-6", func(t float64) int64 {
@@ -67,19 +68,19 @@ func TestSequences(t *testing.T) {
 				return 1_000_000
 			}
 			return 2_000_000
-		}, full, false, true, false, 1_000_000, 0, 0.14},
+		}, full, false, true, false, 1_000_000, 0, 0.14, 10.1},
 		{"slow return: 75 % only after 1.2 s", flat, func(t float64) float64 {
 			if t >= 20 && t < 21.2 {
 				return 0.5
 			}
 			return 1
-		}, true, false, false, 2_000_000, 1.2, 0},
+		}, true, false, false, 2_000_000, 1.2, 0, 0},
 		{"return at 75 % by 1 s", flat, func(t float64) float64 {
 			if t >= 20 && t < 20.9 {
 				return 0.5
 			}
 			return 0.75
-		}, true, true, true, 2_000_000, 0, 0.94},
+		}, true, true, true, 2_000_000, 0, 0.94, 0},
 	}
 	for _, tc := range tests {
 		hos, cw, bins, caps := seqRun(tc.cwnd, tc.good)
@@ -93,6 +94,9 @@ func TestSequences(t *testing.T) {
 		}
 		if !s.Judged() || s.MmWaveCwnd != 2_000_000 || s.MinCwnd != tc.minCwnd {
 			t.Errorf("%s: judged %v mmWave cwnd %d min %d, want min %d", tc.name, s.Judged(), s.MmWaveCwnd, s.MinCwnd, tc.minCwnd)
+		}
+		if math.Abs(s.CutS-tc.cutS) > 1e-9 {
+			t.Errorf("%s: first cut at %.2f s, want %.2f", tc.name, s.CutS, tc.cutS)
 		}
 		if s.CwndKept != tc.kept || s.Recovered != tc.recovered || s.Met != tc.met {
 			t.Errorf("%s: kept %v recovered %v met %v, want %v %v %v (conv %.2f s)", tc.name, s.CwndKept, s.Recovered, s.Met, tc.kept, tc.recovered, tc.met, s.ConvergenceS)
@@ -236,6 +240,12 @@ func TestSummarizeSequences(t *testing.T) {
 	writeSequences(&b, ss)
 	if !strings.Contains(b.String(), "| m2ho | 2 | 2 | 1 | 2 | 1 | 50 % | 2 | 1 |") || !strings.Contains(b.String(), "| pass | 2 | 2 | 0 | 2 | 0 | 0 % | 2 | 0 |") {
 		t.Errorf("markdown:\n%s", b.String())
+	}
+	// The misses, one row each (three: pass's two and m2ho's second run),
+	// with where the cwnd first fell under 90 %; the met one is not listed.
+	if n := strings.Count(b.String(), "| 10.00 | 20.06 | 1 | 2000 | 100 | 12.1 | 0.14 | yes |"); n != 3 ||
+		!strings.Contains(b.String(), "| m2ho | 2 | 10.00 |") || strings.Contains(b.String(), "| m2ho | 1 | 10.00 |") {
+		t.Errorf("markdown's misses (%d rows):\n%s", n, b.String())
 	}
 }
 
