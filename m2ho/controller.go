@@ -83,8 +83,8 @@ const (
 	// command: well under the 200 ms minimum RTO, and it leaves ~90 ms
 	// after random access (command→RA is ~60 ms: 33 ms to execution plus
 	// the 27 ms interruption) for the forwarded data to fill the holes.
-	DefaultSmoothingBound   = 150 * time.Millisecond
-	DefaultSignalLoss       = 5 * time.Second
+	DefaultSmoothingBound = 150 * time.Millisecond
+	DefaultSignalLoss     = 5 * time.Second
 	// DefaultSignalStale is how much later than usual an event may reach
 	// the controller before it stops acting on signalling (stale.go):
 	// 200 ms. Normal lag is up to ~20 ms (a modem or the emulator sends
@@ -93,7 +93,7 @@ const (
 	// it predicts (report → command 30-100 ms, command → execution
 	// ~33 ms, report → execution ~180 ms: DefaultT2), so an event 200 ms
 	// late describes a handover that has already happened.
-	DefaultSignalStale = 200 * time.Millisecond
+	DefaultSignalStale      = 200 * time.Millisecond
 	DefaultT2               = 180 * time.Millisecond // ≈ the paper's 178.9 ms report→execution
 	DefaultActiveFlowWindow = time.Second
 	// DefaultExecutionBound is how long after a handover command the
@@ -206,8 +206,8 @@ func (NopObserver) Transition(time.Time, State, State, string) {}
 func (NopObserver) Prediction(time.Time, PredictionOutcome)    {}
 func (NopObserver) SignalLost(time.Time)                       {}
 func (NopObserver) SignalRestored(time.Time)                   {}
-func (NopObserver) SignalStale(time.Time, time.Duration)        {}
-func (NopObserver) SignalFresh(time.Time)                       {}
+func (NopObserver) SignalStale(time.Time, time.Duration)       {}
+func (NopObserver) SignalFresh(time.Time)                      {}
 
 // Hint is the controller's state for other consumers (the QUIC tunnel's
 // server-side pacer, metrics).
