@@ -99,8 +99,8 @@ func benchSignalPath(b *testing.B, hold, free time.Duration, chunk int) {
 	eng := proxy.NewEngine(proxy.EngineConfig{}, nil, ctrl, zap.NewNop())
 	var n, want atomic.Int64
 	done := make(chan struct{}, 1)
-	feed := newEventFeed(eng.Do, func(now time.Time, ev *signaling.Event) {
-		ctrl.OnEvent(now, ev)
+	feed := newEventFeed(eng.Do, func(now time.Time, src *m2ho.SignalSource, ev *signaling.Event) {
+		ctrl.OnSourceEvent(now, src, ev)
 		if n.Add(1) == want.Load() {
 			done <- struct{}{}
 		}
@@ -146,5 +146,5 @@ func benchSignalPath(b *testing.B, hold, free time.Duration, chunk int) {
 
 // listenFeed serves the signalling socket into feed, as runDaemon does.
 func serveFeed(path string, feed *eventFeed) (*sigio.Server, error) {
-	return sigio.Listen(path, feed.sink)
+	return sigio.ListenBatch(path, feed.sinkBatch)
 }
