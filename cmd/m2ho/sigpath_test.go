@@ -75,7 +75,9 @@ func holdLikePump(eng *proxy.Engine, hold, free time.Duration, stop <-chan struc
 // lock as the packet pump does under load: 25 µs per batch with 5 µs
 // (busy) or 25 µs (half) outside it. events/s is the throughput. The
 // writer sends 1000 lines per write (chunk: the path's capacity), or one
-// (line: as the emulator's sigio.Client does, a write per event).
+// (line: as the emulator's sigio.Client does, a write per event); the
+// server hands the feed one event per batch (batch=1, as before batches)
+// or up to DefaultMaxBatch.
 func BenchmarkSignalPath(b *testing.B) {
 	for _, bc := range []struct {
 		name       string
@@ -89,12 +91,16 @@ func BenchmarkSignalPath(b *testing.B) {
 			name  string
 			lines int
 		}{{"chunk", 1000}, {"line", 1}} {
-			b.Run(bc.name+"/"+w.name, func(b *testing.B) { benchSignalPath(b, bc.hold, bc.free, w.lines) })
+			for _, batch := range []int{1, sigio.DefaultMaxBatch} {
+				b.Run(bc.name+"/"+w.name+"/batch="+strconv.Itoa(batch), func(b *testing.B) {
+					benchSignalPath(b, bc.hold, bc.free, w.lines, sigio.WithMaxBatch(batch))
+				})
+			}
 		}
 	}
 }
 
-func benchSignalPath(b *testing.B, hold, free time.Duration, chunk int) {
+func benchSignalPath(b *testing.B, hold, free time.Duration, chunk int, opts ...sigio.ServerOption) {
 	ctrl := m2ho.New(m2ho.Config{Observer: newObserver(zap.NewNop()), SMaxDB: m2ho.NewSMaxDB()})
 	eng := proxy.NewEngine(proxy.EngineConfig{}, nil, ctrl, zap.NewNop())
 	var n, want atomic.Int64
@@ -105,7 +111,7 @@ func benchSignalPath(b *testing.B, hold, free time.Duration, chunk int) {
 			done <- struct{}{}
 		}
 	})
-	srv, err := serveFeed(b.TempDir()+"/s.sock", feed)
+	srv, err := serveFeed(b.TempDir()+"/s.sock", feed, opts...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -145,6 +151,6 @@ func benchSignalPath(b *testing.B, hold, free time.Duration, chunk int) {
 }
 
 // listenFeed serves the signalling socket into feed, as runDaemon does.
-func serveFeed(path string, feed *eventFeed) (*sigio.Server, error) {
-	return sigio.ListenBatch(path, feed.sinkBatch)
+func serveFeed(path string, feed *eventFeed, opts ...sigio.ServerOption) (*sigio.Server, error) {
+	return sigio.ListenBatch(path, feed.sinkBatch, opts...)
 }
