@@ -6,6 +6,9 @@
 // Decisions beyond the paper's text:
 //   - Until the first signalling event, and after SignalLoss without one,
 //     every packet passes (fail open); RTT and rate tracking go on.
+//   - So does it while the events come late (SignalStale, stale.go): an
+//     event staler than the bound is not acted on, and the controller
+//     stays in Stable until events have been fresh for the bound again.
 //   - Preparation is entered on a prediction or, without one, on the
 //     handover command itself. A command during Smoothing, or a new
 //     prediction during it, ends the smoothing and enters Preparation.
@@ -80,8 +83,17 @@ const (
 	// command: well under the 200 ms minimum RTO, and it leaves ~90 ms
 	// after random access (command→RA is ~60 ms: 33 ms to execution plus
 	// the 27 ms interruption) for the forwarded data to fill the holes.
-	DefaultSmoothingBound   = 150 * time.Millisecond
-	DefaultSignalLoss       = 5 * time.Second
+	DefaultSmoothingBound = 150 * time.Millisecond
+	DefaultSignalLoss     = 5 * time.Second
+	// DefaultSignalStale is how much later than usual an event may reach
+	// the controller before it stops acting on signalling (stale.go):
+	// 200 ms. Normal lag is up to ~20 ms (a modem or the emulator sends
+	// a burst's MAC slots at its end), so 10× that is never a normal
+	// event; a prediction is worth something only ahead of the command
+	// it predicts (report → command 30-100 ms, command → execution
+	// ~33 ms, report → execution ~180 ms: DefaultT2), so an event 200 ms
+	// late describes a handover that has already happened.
+	DefaultSignalStale      = 200 * time.Millisecond
 	DefaultT2               = 180 * time.Millisecond // ≈ the paper's 178.9 ms report→execution
 	DefaultActiveFlowWindow = time.Second
 	// DefaultExecutionBound is how long after a handover command the
@@ -127,6 +139,7 @@ type Config struct {
 	Lambda           float64       // Eqn 2's λ; default 2
 	SmoothingBound   time.Duration // no ACK is dropped later than this after a handover command; default 150 ms
 	SignalLoss       time.Duration // no event for this long → pass-through; default 5 s
+	SignalStale      time.Duration // an event this much later than its source's usual → pass-through; default 200 ms
 	DefaultT2        time.Duration // T2 before any report→command interval was measured; default 180 ms
 	ActiveFlowWindow time.Duration // a flow with downlink payload this recently is active; default 1 s
 	ExecutionBound   time.Duration // command → random access success; default 1 s
@@ -198,6 +211,12 @@ type Observer interface {
 	Prediction(now time.Time, o PredictionOutcome)
 	SignalLost(now time.Time)
 	SignalRestored(now time.Time)
+	// SignalStale: an event came late by late beyond its source's usual
+	// lag, more than Config.SignalStale; pass-through from now.
+	// SignalFresh: events have been fresh for SignalStale; the
+	// controller acts on them again.
+	SignalStale(now time.Time, late time.Duration)
+	SignalFresh(now time.Time)
 }
 
 // NopObserver ignores everything.
@@ -207,6 +226,8 @@ func (NopObserver) Transition(time.Time, State, State, string) {}
 func (NopObserver) Prediction(time.Time, PredictionOutcome)    {}
 func (NopObserver) SignalLost(time.Time)                       {}
 func (NopObserver) SignalRestored(time.Time)                   {}
+func (NopObserver) SignalStale(time.Time, time.Duration)       {}
+func (NopObserver) SignalFresh(time.Time)                      {}
 
 // Hint is the controller's state for other consumers (the QUIC tunnel's
 // server-side pacer, metrics).
@@ -240,6 +261,9 @@ type Controller struct {
 	lost        bool
 	everEvent   bool
 	lastEvent   time.Time
+	// Stale signalling (stale.go): src judges OnEvent's events.
+	src   SignalSource
+	stale staleState
 
 	serving signaling.Cell // the serving data cell, as last named
 	target  signaling.Cell // predicted, then commanded target
@@ -347,6 +371,9 @@ func New(cfg Config) *Controller {
 	cfg.RampQueue = min(cfg.RampQueue, 1)
 	if cfg.SignalLoss <= 0 {
 		cfg.SignalLoss = DefaultSignalLoss
+	}
+	if cfg.SignalStale <= 0 {
+		cfg.SignalStale = DefaultSignalStale
 	}
 	if cfg.DefaultT2 <= 0 {
 		cfg.DefaultT2 = DefaultT2
@@ -478,20 +505,32 @@ func (c *Controller) timers(now time.Time) {
 	}
 }
 
-// OnEvent feeds one signalling event.
+// OnEvent feeds one signalling event, from the controller's one source:
+// its staleness is judged against the lag of the events before it (see
+// OnSourceEvent for several writers).
 func (c *Controller) OnEvent(now time.Time, ev *signaling.Event) {
+	c.OnSourceEvent(now, &c.src, ev)
+}
+
+// OnSourceEvent feeds one signalling event from src, the writer whose
+// clock stamped it (the caller keeps one SignalSource per writer, zero
+// when it connects): each writer's clock has its own offset from the
+// phone's, so each has its own usual lag.
+func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signaling.Event) {
 	if ev == nil {
 		return
 	}
 	c.timers(now)
 	c.lastEvent, c.everEvent = now, true
-	if c.passThrough {
-		c.passThrough = false
-		if c.lost {
-			c.lost = false
-			c.obs.SignalRestored(now)
-		}
+	if c.lost {
+		c.lost = false
+		c.obs.SignalRestored(now)
 	}
+	if c.judge(now, src, ev) {
+		c.passThrough = true
+		return
+	}
+	c.passThrough = false
 	switch ev.Kind {
 	case signaling.KindMACSlot:
 		c.onSlot(now, ev)

@@ -14,6 +14,7 @@ type recorder struct {
 	trans          []string // "from>to:why"
 	preds          []Outcome
 	lost, restored int
+	stale, fresh   int
 }
 
 func (r *recorder) Transition(_ time.Time, from, to State, why string) {
@@ -22,6 +23,8 @@ func (r *recorder) Transition(_ time.Time, from, to State, why string) {
 func (r *recorder) Prediction(_ time.Time, o PredictionOutcome) { r.preds = append(r.preds, o) }
 func (r *recorder) SignalLost(time.Time)                        { r.lost++ }
 func (r *recorder) SignalRestored(time.Time)                    { r.restored++ }
+func (r *recorder) SignalStale(time.Time, time.Duration)        { r.stale++ }
+func (r *recorder) SignalFresh(time.Time)                       { r.fresh++ }
 
 func (r *recorder) last() string {
 	if len(r.trans) == 0 {

@@ -44,7 +44,10 @@ line per event, keeping the trace's own timing:
 The clock starts at the first event; an event stamped earlier than the one
 before it is sent at once. The proxy stamps events with their arrival time,
 so at --speed 1 the predictor sees the trace's spacing; at other speeds it
-sees the scaled one.
+sees the scaled one. Events are sent with their own times unchanged, so
+below --speed 1 they fall behind the proxy's clock by (1 - speed) of the
+trace time: m2ho run takes that for late signalling (--signal-stale) and
+passes through until they are on time again.
 
 The socket takes several writers at once (the modem shim and feed, say):
 events of all writers are merged in arrival order, each writer's in its own

@@ -25,6 +25,7 @@ type observer struct {
 	transitions [3]uint64 // entries into each state
 	outcomes    map[string]uint64
 	signalLost  bool
+	signalStale bool
 }
 
 func newObserver(log *zap.Logger) *observer {
@@ -78,6 +79,20 @@ func (o *observer) SignalRestored(now time.Time) {
 	o.log.Info("signalling restored")
 }
 
+func (o *observer) SignalStale(now time.Time, late time.Duration) {
+	o.mu.Lock()
+	o.signalStale = true
+	o.mu.Unlock()
+	o.log.Warn("signalling stale: pass-through until events are fresh again", zap.Duration("late", late))
+}
+
+func (o *observer) SignalFresh(now time.Time) {
+	o.mu.Lock()
+	o.signalStale = false
+	o.mu.Unlock()
+	o.log.Info("signalling fresh again")
+}
+
 // collector exports the engine's counters and the controller's state as
 // Prometheus metrics, read at scrape time (nothing on the packet path).
 type collector struct {
@@ -88,6 +103,7 @@ type collector struct {
 
 	packets, bytes, rewrites, drops, unparseable, flows, evictions, unsafe       *prometheus.Desc
 	state, stateSeconds, stateEntries, predictions, signalLost, events, badLines *prometheus.Desc
+	signalStale, staleEvents, staleSpells                                        *prometheus.Desc
 	sMax, cEst                                                                   *prometheus.Desc
 }
 
@@ -110,6 +126,9 @@ func newCollector(eng *proxy.Engine, ctrl *m2ho.Controller, srv *sigio.Server, o
 		stateEntries: d("state_entries_total", "Entries into each state.", "state"),
 		predictions:  d("predictions_total", "Prediction outcomes.", "outcome"),
 		signalLost:   d("signal_lost", "1 while signalling is lost and the proxy passes everything through."),
+		signalStale:  d("signal_stale", "1 while signalling comes late (beyond --signal-stale) and the proxy passes everything through."),
+		staleEvents:  d("signal_stale_events_total", "Signalling events that came later than --signal-stale beyond their writer's usual lag (not acted on)."),
+		staleSpells:  d("signal_stale_spells_total", "Times the controller went to pass-through because signalling came late."),
 		events:       d("signal_events_total", "Signalling events accepted on the socket."),
 		badLines:     d("signal_bad_lines_total", "Malformed signalling lines answered with an error."),
 		sMax:         d("smax_bytes", "Clamp budget (target cell's estimated buffer) while in Preparation."),
@@ -119,7 +138,8 @@ func newCollector(eng *proxy.Engine, ctrl *m2ho.Controller, srv *sigio.Server, o
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.packets, c.bytes, c.rewrites, c.drops, c.unparseable, c.flows, c.evictions, c.unsafe,
-		c.state, c.stateSeconds, c.stateEntries, c.predictions, c.signalLost, c.events, c.badLines, c.sMax, c.cEst} {
+		c.state, c.stateSeconds, c.stateEntries, c.predictions, c.signalLost, c.signalStale, c.staleEvents, c.staleSpells,
+		c.events, c.badLines, c.sMax, c.cEst} {
 		ch <- d
 	}
 }
@@ -129,7 +149,12 @@ var reasonNames = [proxy.NumReasons]string{"none", "preparation", "stable-rate",
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.eng.Stats()
 	var hint m2ho.Hint
-	c.eng.Do(func() { hint = c.ctrl.Hint() })
+	var stale bool
+	var staleEvents, staleSpells uint64
+	c.eng.Do(func() {
+		hint = c.ctrl.Hint()
+		stale, staleEvents, staleSpells = c.ctrl.StaleSignal()
+	})
 	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
@@ -174,10 +199,17 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.predictions, v, k)
 	}
 	b := 0.0
-	if lost || hint.PassThrough {
+	if lost || hint.PassThrough && !stale {
 		b = 1
 	}
 	gauge(c.signalLost, b)
+	b = 0
+	if stale {
+		b = 1
+	}
+	gauge(c.signalStale, b)
+	counter(c.staleEvents, staleEvents)
+	counter(c.staleSpells, staleSpells)
 	ss := c.srv.Stats()
 	counter(c.events, uint64(ss.Events))
 	counter(c.badLines, uint64(ss.Errors))

@@ -170,3 +170,52 @@ func TestMetricsFollowTheEngine(t *testing.T) {
 		t.Errorf("signal loss not logged once: %v", logs.All())
 	}
 }
+
+// Stale signalling shows in its own gauge and counters, not as lost
+// signalling, and is logged when it begins and ends.
+func TestMetricsSignalStale(t *testing.T) {
+	core, logs := zapobs.New(zap.InfoLevel)
+	obs := newObserver(zap.New(core))
+	ctrl := m2ho.New(m2ho.Config{Observer: obs})
+	eng := proxy.NewEngine(proxy.EngineConfig{TetherPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.1.0/24")}},
+		tun.NewChannelTUN(1500, 8), ctrl, zap.New(core))
+	srv, err := sigio.Listen(t.TempDir()+"/s.sock", func(signaling.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(eng, ctrl, srv, obs))
+	scrape := func() map[string]float64 {
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return parseMetrics(t, rec.Body)
+	}
+	t0 := time.Now()
+	slot := func(arrive, stamp time.Duration) {
+		ev := signaling.Event{Kind: signaling.KindMACSlot, Time: t0.Add(stamp).Round(0), Serving: signaling.Cell{ID: "88", Type: signaling.CellSub6}}
+		eng.Do(func() { ctrl.OnEvent(t0.Add(arrive), &ev) })
+	}
+	slot(0, 0)
+	slot(time.Second, 500*time.Millisecond) // 500 ms late
+	slot(time.Second+time.Millisecond, 501*time.Millisecond)
+	m := scrape()
+	for k, want := range map[string]float64{
+		"m2ho_signal_stale": 1, "m2ho_signal_stale_events_total": 2, "m2ho_signal_stale_spells_total": 1, "m2ho_signal_lost": 0,
+	} {
+		if m[k] != want {
+			t.Errorf("while stale: %s = %v, want %v", k, m[k], want)
+		}
+	}
+	for ms := 1100; ms <= 1400; ms += 10 {
+		slot(time.Duration(ms)*time.Millisecond, time.Duration(ms-1)*time.Millisecond)
+	}
+	m = scrape()
+	if m["m2ho_signal_stale"] != 0 || m["m2ho_signal_stale_events_total"] != 2 || m["m2ho_signal_lost"] != 0 {
+		t.Errorf("fresh again: stale %v events %v lost %v", m["m2ho_signal_stale"], m["m2ho_signal_stale_events_total"], m["m2ho_signal_lost"])
+	}
+	if logs.FilterMessage("signalling stale: pass-through until events are fresh again").Len() != 1 ||
+		logs.FilterMessage("signalling fresh again").Len() != 1 {
+		t.Errorf("stale spell not logged once each way: %v", logs.All())
+	}
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/m2ho/m2ho/m2ho"
 	"github.com/m2ho/m2ho/signaling"
+	"github.com/m2ho/m2ho/signaling/sigio"
 )
 
 func TestPredictorFlag(t *testing.T) {
@@ -53,7 +54,7 @@ func feedFixture() (*eventFeed, *m2ho.Controller) {
 	ctrl := m2ho.New(m2ho.Config{Observer: newObserver(zap.NewNop()), SMaxDB: m2ho.NewSMaxDB()})
 	var mu sync.Mutex
 	do := func(f func()) { mu.Lock(); f(); mu.Unlock() }
-	f := newEventFeed(do, ctrl.OnEvent)
+	f := newEventFeed(do, ctrl.OnSourceEvent)
 	var ms int64
 	f.clock = func() time.Time { ms++; return time.Unix(0, ms*int64(time.Millisecond)) }
 	return f, ctrl
@@ -125,5 +126,82 @@ func TestEventFeedLag(t *testing.T) {
 	f.sink(signaling.Event{Kind: signaling.KindMACSlot})
 	if got := f.takeLag(); got != 0 {
 		t.Fatalf("lag %v from an event without a time, want 0", got)
+	}
+}
+
+// sinkBatch gives the controller a batch's events in order under one
+// taking of the lock, all stamped with the batch's arrival, and judges
+// each writer against its own clock: a writer an hour behind is not
+// stale, and a new connection in a writer's slot starts over.
+func TestEventFeedBatch(t *testing.T) {
+	ctrl := m2ho.New(m2ho.Config{Observer: newObserver(zap.NewNop()), SMaxDB: m2ho.NewSMaxDB()})
+	locks := 0
+	do := func(f func()) { locks++; f() }
+	type call struct {
+		at  time.Time
+		src *m2ho.SignalSource
+		n   int
+	}
+	var calls []call
+	f := newEventFeed(do, func(now time.Time, src *m2ho.SignalSource, ev *signaling.Event) {
+		calls = append(calls, call{now, src, ev.Bytes})
+		ctrl.OnSourceEvent(now, src, ev)
+	})
+	now := time.Unix(1000, 0)
+	f.clock = func() time.Time { return now }
+	slots := func(from, n int, ts time.Time) []signaling.Event {
+		var evs []signaling.Event
+		for i := range n {
+			evs = append(evs, signaling.Event{Kind: signaling.KindMACSlot, Time: ts.Add(time.Duration(i) * 125 * time.Microsecond),
+				Bytes: from + i, Serving: signaling.Cell{ID: "A", Type: signaling.CellSub6}})
+		}
+		return evs
+	}
+	f.sinkBatch(sigio.Batch{Conn: 1, Slot: 0, Events: slots(0, 64, now.Add(-10*time.Millisecond))})
+	now = now.Add(10 * time.Millisecond)
+	f.sinkBatch(sigio.Batch{Conn: 2, Slot: 1, Events: slots(64, 64, now.Add(-time.Hour))})
+	if locks != 2 || len(calls) != 128 {
+		t.Fatalf("%d lock takings for %d events, want 2 for 128", locks, len(calls))
+	}
+	for i, c := range calls {
+		if c.n != i || c.src != &f.srcs[i/64] || !c.at.Equal(time.Unix(1000, 0).Add(time.Duration(i/64)*10*time.Millisecond)) {
+			t.Fatalf("call %d: event %d from %p at %v", i, c.n, c.src, c.at)
+		}
+	}
+	if on, n, _ := ctrl.StaleSignal(); on || n != 0 {
+		t.Fatalf("a writer an hour behind judged stale (%d events)", n)
+	}
+	// The first writer falls 1 s behind: stale. A new writer in its slot
+	// has its own clock: not stale however far off.
+	now = now.Add(time.Second)
+	f.sinkBatch(sigio.Batch{Conn: 1, Slot: 0, Events: slots(0, 1, now.Add(-time.Second))})
+	if on, n, _ := ctrl.StaleSignal(); !on || n != 1 {
+		t.Fatalf("a writer 1 s behind its usual: stale %v, %d events", on, n)
+	}
+	f.sinkBatch(sigio.Batch{Conn: 3, Slot: 0, Events: slots(0, 1, now.Add(-5*time.Hour))})
+	if _, n, _ := ctrl.StaleSignal(); n != 1 {
+		t.Fatalf("a new writer judged against the old one's clock: %d stale events", n)
+	}
+}
+
+// The batch path allocates nothing per event once the writer's slot is
+// known: MAC slots stamped on a clock of its own.
+func TestEventFeedBatchAllocs(t *testing.T) {
+	f, _ := feedFixture()
+	evs := make([]signaling.Event, 64)
+	ts := time.Unix(0, 0)
+	for i := range evs {
+		evs[i] = signaling.Event{Kind: signaling.KindMACSlot, Serving: signaling.Cell{ID: "A", Type: signaling.CellSub6}, RBRatio: 0.5, Bytes: 1200}
+	}
+	stamp := func() {
+		for i := range evs {
+			ts = ts.Add(time.Millisecond / 64) // the fixture's clock advances 1 ms a batch
+			evs[i].Time = ts
+		}
+	}
+	stamp()
+	f.sinkBatch(sigio.Batch{Conn: 1, Events: evs})
+	if n := testing.AllocsPerRun(1000, func() { stamp(); f.sinkBatch(sigio.Batch{Conn: 1, Events: evs}) }); n != 0 {
+		t.Fatalf("%v allocations per batch of 64", n)
 	}
 }

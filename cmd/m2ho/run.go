@@ -44,6 +44,7 @@ type runConfig struct {
 	Table          int           `yaml:"table"`
 	Socket         string        `yaml:"socket"`
 	SignalTimeout  time.Duration `yaml:"signal-timeout"`
+	SignalStale    time.Duration `yaml:"signal-stale"`
 	Flows          []string      `yaml:"flow"`
 	DefaultMode    string        `yaml:"default-mode"`
 	MetricsAddr    string        `yaml:"metrics-addr"`
@@ -98,6 +99,7 @@ func defaultRunConfig() runConfig {
 		Table:              tun.DefaultRoutingTable,
 		Socket:             "/run/m2ho/signal.sock",
 		SignalTimeout:      m2ho.DefaultSignalLoss,
+		SignalStale:        m2ho.DefaultSignalStale,
 		DefaultMode:        "m2ho",
 		MetricsAddr:        "127.0.0.1:9477",
 		Estimator:          bwe.Names[0],
@@ -152,7 +154,11 @@ Rule syntax: [tcp|udp|any] [src|dst [host|net] ADDR] [src-port|dst-port|port N[-
   --flow 'tcp dst-port 443 mode=m2ho' --flow 'tcp dst net 192.0.2.0/24 mode=pass'
 
 When no signalling event arrives for --signal-timeout the controller falls
-back to pass-through (no clamp, no drop) and says so in the log.
+back to pass-through (no clamp, no drop) and says so in the log. It does
+the same while events keep coming but late: an event that reaches it more
+than --signal-stale later than its writer's usual (see the flag) is not
+acted on, and the controller comes back once events have been on time for
+--signal-stale.
 
 Flags may also come from a YAML file (--config, see configs/phone.yaml);
 a flag given on the command line wins over the file.
@@ -181,6 +187,7 @@ Example (as root):
 	fs.IntVar(&c.Table, "table", c.Table, "policy routing table for the TUN's default route")
 	fs.StringVar(&c.Socket, "socket", c.Socket, "Unix socket that accepts signalling events as JSON lines")
 	fs.DurationVar(&c.SignalTimeout, "signal-timeout", c.SignalTimeout, "fall back to pass-through after this long without an event")
+	fs.DurationVar(&c.SignalStale, "signal-stale", c.SignalStale, signalStaleUsage)
 	fs.StringArrayVar(&c.Flows, "flow", c.Flows, "flow rule, e.g. 'tcp dst-port 443 mode=m2ho' (repeatable, first match wins)")
 	fs.StringVar(&c.DefaultMode, "default-mode", c.DefaultMode, "mode of flows no rule matches: pass, m2ho, quic or quic+m2ho (the last two need --tunnel-server)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
@@ -274,6 +281,8 @@ func (c *runConfig) check() (rules []proxy.Rule, def proxy.Mode, est func() bwe.
 		return nil, 0, nil, fmt.Errorf("--ramp-queue %v: must be in (0, 1]", c.RampQueue)
 	case c.SignalTimeout <= 0:
 		return nil, 0, nil, fmt.Errorf("--signal-timeout %v: must be positive", c.SignalTimeout)
+	case c.SignalStale <= 20*time.Millisecond || c.SignalStale >= c.SignalTimeout:
+		return nil, 0, nil, fmt.Errorf("--signal-stale %v: must lie in (20ms, --signal-timeout %v): a burst's MAC slots normally come up to ~20ms late, so a tighter bound would judge normal events stale", c.SignalStale, c.SignalTimeout)
 	case c.SmoothingBound <= 0 || c.SmoothingBound >= 200*time.Millisecond:
 		return nil, 0, nil, fmt.Errorf("--smoothing-bound %v: must lie in (0, 200ms): suppressing ACKs for the minimum RTO would cause timeouts", c.SmoothingBound)
 	case c.Lambda <= 0:
@@ -469,6 +478,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		Lambda:         c.Lambda,
 		SmoothingBound: c.SmoothingBound,
 		SignalLoss:     c.SignalTimeout,
+		SignalStale:    c.SignalStale,
 		Estimator:      est,
 		Observer:       ctrlObs,
 		SMaxDB:         db,
@@ -546,13 +556,13 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			undo = append(undo, func() { os.Remove(dir) })
 		}
 	}
-	feed := newEventFeed(eng.Do, ctrl.OnEvent)
-	srv, err := sigio.Listen(c.Socket, feed.sink)
+	feed := newEventFeed(eng.Do, ctrl.OnSourceEvent)
+	srv, err := sigio.ListenBatch(c.Socket, feed.sinkBatch)
 	if err != nil {
 		return fmt.Errorf("--socket: %w", err)
 	}
 	undo = append(undo, func() { srv.Close() })
-	fmt.Fprintf(out, "m2ho: signalling socket %s (pass-through until the first event; after %v without one)\n", c.Socket, c.SignalTimeout)
+	fmt.Fprintf(out, "m2ho: signalling socket %s (pass-through until the first event; after %v without one; while events come %v later than their writer's usual)\n", c.Socket, c.SignalTimeout, c.SignalStale)
 	fmt.Fprintf(out, "m2ho: predictor %s\n", pred.Name())
 	log.Info("handover predictor", zap.String("predictor", pred.Name()))
 

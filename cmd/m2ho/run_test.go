@@ -47,7 +47,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 	}
 	want := runConfig{
 		TUN: "m2ho0", MTU: 1500, TUNOffload: "auto", TetherIf: "usb0", UplinkIf: "rmnet0", TetherNets: []string{},
-		Table: 100, Socket: "/run/m2ho/signal.sock", SignalTimeout: 5 * time.Second,
+		Table: 100, Socket: "/run/m2ho/signal.sock", SignalTimeout: 5 * time.Second, SignalStale: 200 * time.Millisecond,
 		Flows:       []string{"tcp dst-port 443 mode=m2ho", "tcp dst net 192.0.2.0/24 mode=pass"},
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
@@ -76,11 +76,11 @@ func TestPhoneYAMLLoads(t *testing.T) {
 func TestConfigFlagsWin(t *testing.T) {
 	path := filepath.Join("..", "..", "configs", "phone.yaml")
 	c, err := resolveRun(t, "--config", path, "--tun", "m2hoX", "--mtu", "1400",
-		"--flow", "tcp port 80 mode=pass", "--signal-timeout", "2s", "--stable-rate=false", "--eqn2-bound", "envelope")
+		"--flow", "tcp port 80 mode=pass", "--signal-timeout", "2s", "--signal-stale", "120ms", "--stable-rate=false", "--eqn2-bound", "envelope")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TUN != "m2hoX" || c.MTU != 1400 || c.SignalTimeout != 2*time.Second || c.StableRate || c.Eqn2Bound != "envelope" {
+	if c.TUN != "m2hoX" || c.MTU != 1400 || c.SignalTimeout != 2*time.Second || c.SignalStale != 120*time.Millisecond || c.StableRate || c.Eqn2Bound != "envelope" {
 		t.Errorf("flags lost against the file: %+v", c)
 	}
 	if !reflect.DeepEqual(c.Flows, []string{"tcp port 80 mode=pass"}) {
@@ -96,9 +96,9 @@ func TestConfigFlagsWin(t *testing.T) {
 		t.Errorf("--mtu 1500 (the default) against mtu: 9000 in the file: got %d, %v", c.MTU, err)
 	}
 	// Without the flag the file wins over the default.
-	c, err = resolveRun(t, "--config", writeFile(t, "c.yaml", "mtu: 9000\nsignal-timeout: 250ms\n"))
-	if err != nil || c.MTU != 9000 || c.SignalTimeout != 250*time.Millisecond {
-		t.Errorf("file over defaults: got mtu %d signal-timeout %v, %v", c.MTU, c.SignalTimeout, err)
+	c, err = resolveRun(t, "--config", writeFile(t, "c.yaml", "mtu: 9000\nsignal-timeout: 250ms\nsignal-stale: 100ms\n"))
+	if err != nil || c.MTU != 9000 || c.SignalTimeout != 250*time.Millisecond || c.SignalStale != 100*time.Millisecond {
+		t.Errorf("file over defaults: got mtu %d signal-timeout %v signal-stale %v, %v", c.MTU, c.SignalTimeout, c.SignalStale, err)
 	}
 	// An empty file changes nothing.
 	c, err = resolveRun(t, "--config", writeFile(t, "c.yaml", ""))
@@ -165,6 +165,9 @@ func TestRunConfigCheck(t *testing.T) {
 		{"bad estimator", func(c *runConfig) { c.Estimator = "per-rtt" }, []string{"--estimator", "per-rtt"}},
 		{"smoothing at RTO", func(c *runConfig) { c.SmoothingBound = 200 * time.Millisecond }, []string{"--smoothing-bound"}},
 		{"signal timeout", func(c *runConfig) { c.SignalTimeout = 0 }, []string{"--signal-timeout"}},
+		{"signal stale zero", func(c *runConfig) { c.SignalStale = 0 }, []string{"--signal-stale 0s"}},
+		{"signal stale at normal lag", func(c *runConfig) { c.SignalStale = 20 * time.Millisecond }, []string{"--signal-stale 20ms", "(20ms"}},
+		{"signal stale past timeout", func(c *runConfig) { c.SignalStale = 5 * time.Second }, []string{"--signal-stale 5s", "--signal-timeout 5s"}},
 		{"lambda", func(c *runConfig) { c.Lambda = -1 }, []string{"--lambda"}},
 		{"mtu", func(c *runConfig) { c.MTU = 100 }, []string{"--mtu 100"}},
 		{"max flows", func(c *runConfig) { c.MaxFlows = 0 }, []string{"--max-flows"}},

@@ -161,6 +161,10 @@ func (h *hintForwarder) Prediction(now time.Time, o m2ho.PredictionOutcome) {
 }
 func (h *hintForwarder) SignalLost(now time.Time)     { h.next.SignalLost(now) }
 func (h *hintForwarder) SignalRestored(now time.Time) { h.next.SignalRestored(now) }
+func (h *hintForwarder) SignalStale(now time.Time, late time.Duration) {
+	h.next.SignalStale(now, late)
+}
+func (h *hintForwarder) SignalFresh(now time.Time) { h.next.SignalFresh(now) }
 
 // run sends the queued hints until ctx ends.
 func (h *hintForwarder) run(ctx context.Context, c interface{ SendHint(tunnel.Hint) error }) {

@@ -293,3 +293,83 @@ func TestSocketPathAllocs(t *testing.T) {
 		t.Errorf("%.3f allocations per event on the socket path", per)
 	}
 }
+
+// ListenBatch: lines a writer sent together reach the sink in batches of
+// at most WithMaxBatch, in order, named by the writer's connection and
+// slot; a writer that takes a freed slot has a new connection number.
+func TestServerBatches(t *testing.T) {
+	type got struct {
+		conn  uint64
+		slot  int
+		bytes []int
+	}
+	var mu sync.Mutex
+	var batches []got
+	n := make(chan int, 1024)
+	s, err := ListenBatch(t.TempDir()+"/s.sock", func(b Batch) {
+		g := got{conn: b.Conn, slot: b.Slot}
+		for _, e := range b.Events {
+			g.bytes = append(g.bytes, e.Bytes)
+		}
+		mu.Lock()
+		batches = append(batches, g)
+		mu.Unlock()
+		n <- len(b.Events)
+	}, WithMaxBatch(16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	send := func(c net.Conn, from, count int) {
+		var all strings.Builder
+		for i := from; i < from+count; i++ {
+			all.WriteString(macLine("w", i) + "\n")
+		}
+		if _, err := c.Write([]byte(all.String())); err != nil {
+			t.Fatal(err)
+		}
+		for left := count; left > 0; {
+			select {
+			case k := <-n:
+				left -= k
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%d events missing", left)
+			}
+		}
+	}
+	a := dialRaw(t, s.Path())
+	send(a, 0, 100)
+	mu.Lock()
+	next, multi := 0, 0
+	for _, b := range batches {
+		if b.conn != 1 || b.slot != 0 || len(b.bytes) > 16 {
+			t.Errorf("batch conn %d slot %d of %d events", b.conn, b.slot, len(b.bytes))
+		}
+		if len(b.bytes) > 1 {
+			multi++
+		}
+		for _, v := range b.bytes {
+			if v != next {
+				t.Fatalf("event %d where %d was due", v, next)
+			}
+			next++
+		}
+	}
+	if multi == 0 {
+		t.Errorf("100 lines in one write came one event per batch (%d batches)", len(batches))
+	}
+	batches = nil
+	mu.Unlock()
+
+	b := dialRaw(t, s.Path())
+	send(b, 0, 1)
+	a.Close()
+	waitActive(t, s, 1)
+	c := dialRaw(t, s.Path())
+	send(c, 0, 1)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(batches) != 2 || batches[0].conn != 2 || batches[0].slot != 1 || batches[1].conn != 3 || batches[1].slot != 0 {
+		t.Errorf("writers named %+v, want conn 2 in slot 1, then conn 3 in the freed slot 0", batches)
+	}
+}
