@@ -44,10 +44,10 @@ line per event, keeping the trace's own timing:
 The clock starts at the first event; an event stamped earlier than the one
 before it is sent at once. The proxy stamps events with their arrival time,
 so at --speed 1 the predictor sees the trace's spacing; at other speeds it
-sees the scaled one. Events are sent with their own times unchanged, so
-below --speed 1 they fall behind the proxy's clock by (1 - speed) of the
-trace time: m2ho run takes that for late signalling (--signal-stale) and
-passes through until they are on time again.
+sees the scaled one. At other speeds than 1 the events' own timestamps are
+scaled the same way (from the first event's), so that the proxy's check
+for late signalling (--signal-stale) and its MAC slot timing see the replay
+as it is sent; at --speed max they are sent unchanged.
 
 The socket takes several writers at once (the modem shim and feed, say):
 events of all writers are merged in arrival order, each writer's in its own
@@ -294,6 +294,14 @@ func (f *traceFeeder) run(src signaling.Reader) (feedResult, error) {
 				report(f.opts.clock.Now())
 			}
 		}
+		at := e.Time
+		if f.opts.speed > 0 && f.opts.speed != 1 && !e.Time.IsZero() && !t0.IsZero() {
+			// The event's own timestamp goes at the replay's pace too: a
+			// proxy judges lateness from it (--signal-stale) and times
+			// MAC slots by it, so a trace slowed down would otherwise
+			// look later with every event.
+			e.Time = t0.Add(time.Duration(float64(e.Time.Sub(t0)) / f.opts.speed))
+		}
 		if err := f.send(&e); err != nil {
 			var we writeError
 			if !errors.As(err, &we) {
@@ -304,7 +312,7 @@ func (f *traceFeeder) run(src signaling.Reader) (feedResult, error) {
 			return res, err
 		}
 		res.sent++
-		last = e.Time
+		last = at
 		res.span = last.Sub(t0)
 		report(f.opts.clock.Now())
 	}
