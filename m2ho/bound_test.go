@@ -266,3 +266,68 @@ func TestEnvelopePerCell(t *testing.T) {
 		t.Fatalf("r_low %v of the old cell survived random access to B", lo)
 	}
 }
+
+// eqn2InFlightBound at the emulator's full scale: sub-6 cells of 150 and
+// 195 Mbit/s mean varying as the measured ones (sub6Model), a 1387 KB
+// buffer (bench/emu CALIBRATION.md) and a measured ŝ_max at 97 % of it,
+// ten dwells each of 8 s (the measured mean dwell is ~11 s) and of 30 s
+// (the long sub-6 stretches of the mixed drive), the same ones with the
+// bound and without it. Without it the cap pipe + queue exceeds the
+// buffer whenever the cell's rate comes near it, and the fall that
+// follows overflows: the carried cwnd is cut. With in flight at most
+// ŝ_max while the pipe fits under it (less eqn2BoundSlack), the carried
+// cwnd survives in at least 38 of the 40 dwells (those left: rate peaks
+// whose pipe alone comes near the buffer), at no more than 2 points of
+// the capacity less.
+func TestEqn2InFlightBound(t *testing.T) {
+	const buf = 1_387_000
+	sMax := buf * 97 / 100
+	type tally struct {
+		kept, dwells, drops int
+		util                float64
+		capOver, boundOver  int
+	}
+	run := func(on Toggle) tally {
+		var r tally
+		for _, dur := range []time.Duration{8 * time.Second, 30 * time.Second} {
+			for _, mean := range []float64{150e6 / 8, 195e6 / 8} {
+				for seed := uint64(1); seed <= 10; seed++ {
+					dc := benchDwell(sub6Model(mean, dur, seed), BoundRate, 0, dur)
+					dc.buffer, dc.sMax, dc.measured, dc.senderClock, dc.inFlight = buf, sMax, true, true, on
+					dc.trace = func(_ time.Time, _ *Flow, s Eqn2Step) {
+						if s.Cap > buf {
+							r.capOver++ // the cap alone allows more than the buffer
+						}
+						if s.Bound < math.Inf(1) && (math.Abs(s.Bound-float64(sMax)) > 2 || float64(s.Limit) > s.Bound) {
+							r.boundOver++
+						}
+					}
+					d := runDwell(t, dc)
+					if d.drops == 0 {
+						r.kept++
+					}
+					r.dwells++
+					r.drops += d.drops
+					r.util += d.util()
+				}
+			}
+		}
+		r.util /= float64(r.dwells)
+		return r
+	}
+	on, off := run(ToggleDefault), run(ToggleOff)
+	t.Logf("bound: cwnd kept in %d of %d dwells, %d drops, %.1f %% of the capacity; cap alone: %d of %d, %d drops, %.1f %%",
+		on.kept, on.dwells, on.drops, 100*on.util, off.kept, off.dwells, off.drops, 100*off.util)
+	if off.capOver == 0 || off.kept > off.dwells-3 {
+		t.Fatalf("without the bound the cap exceeded the buffer %d times and kept the cwnd in %d of %d dwells: the case tests nothing", off.capOver, off.kept, off.dwells)
+	}
+	if on.boundOver > 0 {
+		t.Errorf("%d windows above ŝ_max %d (or a bound other than it) while the bound was in force", on.boundOver, sMax)
+	}
+	if on.kept < on.dwells-2 {
+		t.Errorf("with the bound the carried cwnd was kept in %d of %d dwells, want at least %d", on.kept, on.dwells, on.dwells-2)
+	}
+	if on.util < off.util-0.02 {
+		t.Errorf("the bound cost %.1f points of the capacity (%.1f against %.1f %%), want at most 2", 100*(off.util-on.util), 100*on.util, 100*off.util)
+	}
+}

@@ -149,6 +149,10 @@ type Config struct {
 	SMaxDB           *SMaxDB // nil: every lookup gives DefaultSMax
 	Rules            Rules   // prediction rule set; default Streams (Algorithm1 and A3Only stay selectable)
 	StableRate       Toggle  // Eqn 2 in Stable; default on
+	// Eqn2InFlight: in the sub-6 dwell the flows together have at most a
+	// measured ŝ_max in flight while the pipe fits under it
+	// (eqn2InFlightBound); default on.
+	Eqn2InFlight Toggle
 	// Eqn2Bound is the cap on Eqn 2's window in a sub-6 dwell: the
 	// cell's last per-RTT rate (BoundRate, the default) or the low
 	// envelope of its rates (BoundEnvelope).
@@ -196,6 +200,7 @@ type Eqn2Step struct {
 	RTTMin, SRTT time.Duration // the flow's, as the rule reads them (floored)
 	Eqn          float64       // λ·c_est·RTT_min/RTT alone
 	Cap          float64       // pipe·RTT_min + queue (before the ŝ_max floor)
+	Bound        float64       // the in-flight bound of the sub-6 dwell (eqn2InFlightBound; +Inf: none)
 	Queue        float64       // the standing queue the cap allows
 	Limit        int           // the window the rule sets (after the pace)
 	Share        int           // flows sharing the cell
@@ -247,6 +252,7 @@ type Hint struct {
 type Controller struct {
 	cfg        Config
 	stableRate bool
+	inFlight   bool // Config.Eqn2InFlight
 	obs        Observer
 	pred       *Predictor
 	est        bwe.Estimator
@@ -407,6 +413,7 @@ func New(cfg Config) *Controller {
 	return &Controller{
 		cfg:         cfg,
 		stableRate:  cfg.StableRate.on(true),
+		inFlight:    cfg.Eqn2InFlight.on(true),
 		obs:         cfg.Observer,
 		pred:        NewPredictor(cfg.Rules, cfg.DefaultT2),
 		est:         cfg.Estimator(),
@@ -1043,7 +1050,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			queue *= c.cfg.RampQueue / measuredUse
 		}
 	}
-	eqn, pipe, capped := rwnd, r, math.Inf(1)
+	eqn, pipe, capped, bound := rwnd, r, math.Inf(1), math.Inf(1)
 	if c.stableCap > 0 {
 		if c.cfg.Eqn2Bound == BoundEnvelope && c.eqn2Armed {
 			if lo, ok := c.env.low(now); ok {
@@ -1069,7 +1076,20 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			queue = max(queue, eqn2PipeQueue*inPipe)
 		}
 		capped = inPipe + queue
-		rwnd = min(rwnd, capped)
+		if c.inFlight && c.eqn2Armed && c.stableMeasured {
+			// In flight at most the measured buffer, where the pipe
+			// fits under it (eqn2InFlightBound).
+			// Against the pipe at the cell's last rate (the envelope's
+			// r_low may be lower), with a slack: the rate is measured
+			// under the window, so a window held at the bound reads a
+			// pipe of the bound less what the phone's RTT samples
+			// spread (ACKs in batches), however fast the cell is; the
+			// slack lets a faster cell out.
+			if whole := float64(c.stableCap) / measuredUse; whole > (1+eqn2BoundSlack)*max(inPipe, r*rttMin.Seconds()) {
+				bound = whole
+			}
+		}
+		rwnd = min(rwnd, capped, bound)
 		rwnd = max(rwnd, float64(c.stableCap))
 	}
 	rwnd /= share
@@ -1083,7 +1103,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	}
 	if c.cfg.Eqn2Trace != nil {
 		c.cfg.Eqn2Trace(now, f, Eqn2Step{Rate: r, Pipe: pipe, RTTMin: rttMin, SRTT: rtt, Eqn: eqn / share, Cap: capped / share,
-			Queue: queue / share, Limit: int(rwnd), Share: int(share), Wait: f.lastWait, InFlight: f.inflight})
+			Bound: bound / share, Queue: queue / share, Limit: int(rwnd), Share: int(share), Wait: f.lastWait, InFlight: f.inflight})
 	}
 	return c.clamp(f, p, int(rwnd), ReasonStableRate)
 }
@@ -1110,6 +1130,37 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 // mmWave keeps the whole ŝ_max: its overflows are the sender's, ended by
 // letting it go (see ramp).
 const eqn2MeasuredQueue = 1.0 / 3
+
+// eqn2BoundSlack: the in-flight bound holds while the pipe is under
+// 1/(1+eqn2BoundSlack) of it (see eqn2InFlightBound).
+const eqn2BoundSlack = 1.0 / 32
+
+// eqn2InFlightBound: in the sub-6 dwell, with a measured ŝ_max that the
+// pipe fits under, the flows together have at most ŝ_max in flight.
+//
+// The cap rate·RTT_min + queue keeps the standing queue at queue only
+// while the next RTT drains as fast as the last; when the cell's rate
+// falls, what was in the pipe queues too, up to the whole window if the
+// cell stalls. A window at or under the buffer can't overflow it
+// whatever the cell does (§4.3's own argument for the Preparation clamp),
+// and a measured ŝ_max is the buffer within a few percent, never above
+// it (queue.go). The bound costs nothing while the pipe is well under the
+// buffer (the measured sub-6 cells queue 20-170 ms against a ~27 ms
+// pipe: buffers of several pipes), and it takes effect where the cell's
+// rate rises toward the buffer, which is where a fall overflows: on the
+// emulator's sub-6 model at scale 1.0 (1387 KB buffers, 150-195 Mbit/s
+// means, 8 s and 30 s dwells; bound_test.go TestEqn2InFlightBound) the
+// cap alone dropped segments in 8 of 40 dwells (1153 in all), each time
+// cutting the carried cwnd; with the bound in 2 of 40 (417), at 99.2
+// against 99.5 % of the capacity. Where the pipe comes within
+// eqn2BoundSlack of the measured ŝ_max or exceeds it (a rate peak near
+// or above the buffer, or an ŝ_max that a held flow kept small:
+// eqn2PipeQueue) no window both fills the link and is safe, and the cap
+// stands alone. The slack is the price of letting a window held at the
+// bound grow when the cell is faster: with none, the one dwell model
+// whose buffer is under the pipe (TestEqn2MeasuredSMax, 0.7 BDP) sat at
+// the bound at 59.8 % of the capacity, with 1/32 at 64.7 % (and 1 of 40
+// more dwells cut at scale 1.0); 1/16 and 1/8 lost 5 and 4 of the 40.
 
 // eqn2PipeQueue is the least standing queue Eqn 2's cap allows in the
 // sub-6 dwell, as a share of the pipe (bytes in flight with nothing

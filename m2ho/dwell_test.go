@@ -48,6 +48,7 @@ type dwellCase struct {
 	// segment carries TSval 1 and the phone measures no queue.
 	senderClock bool
 	trace       func(time.Time, *Flow, Eqn2Step) // Config.Eqn2Trace
+	inFlight    Toggle                           // Config.Eqn2InFlight
 }
 
 type dwellResult struct {
@@ -74,7 +75,7 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	} else {
 		db.Observe(cell(sub6, "C"), dc.sMax)
 	}
-	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace})
+	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight})
 	var f Flow
 	c.Attach(at(0), &f)
 	c.OnEvent(at(0), command(signaling.HOIntraNR, mmw, "M"))

@@ -94,7 +94,7 @@ const eqn2LogEvery = 10 * time.Millisecond
 
 // eqn2Header names the columns of --eqn2-log: times in microseconds,
 // rates in bytes per second, windows in bytes (per flow).
-const eqn2Header = "unix_ns\trate_Bps\tpipe_Bps\trtt_min_us\tsrtt_us\teqn_B\tcap_B\tqueue_B\tlimit_B\tshare\twait_us\tinflight_B\n"
+const eqn2Header = "unix_ns\trate_Bps\tpipe_Bps\trtt_min_us\tsrtt_us\teqn_B\tcap_B\tbound_B\tqueue_B\tlimit_B\tshare\twait_us\tinflight_B\n"
 
 // eqn2Log writes what Eqn 2 saw and set (m2ho.Eqn2Step), a line per
 // eqn2LogEvery at most, for finding out why a carried window sat where
@@ -116,7 +116,7 @@ func openEqn2Log(name string) (*eqn2Log, error) {
 		s := &l.step
 		b = strconv.AppendInt(b, l.last.UnixNano(), 10)
 		return appendInts(b, int64(s.Rate), int64(s.Pipe), s.RTTMin.Microseconds(), s.SRTT.Microseconds(),
-			int64(s.Eqn), capInt(s.Cap), int64(s.Queue), int64(s.Limit), int64(s.Share), s.Wait.Microseconds(), int64(s.InFlight))
+			int64(s.Eqn), capInt(s.Cap), capInt(s.Bound), int64(s.Queue), int64(s.Limit), int64(s.Share), s.Wait.Microseconds(), int64(s.InFlight))
 	}
 	return l, nil
 }
@@ -131,7 +131,8 @@ func (l *eqn2Log) trace(now time.Time, _ *m2ho.Flow, s m2ho.Eqn2Step) {
 	l.write(l.fill)
 }
 
-// capInt is the cap as a count, -1 where there is none (no ŝ_max known).
+// capInt is a cap or bound as a count, -1 where there is none (no ŝ_max
+// known, no in-flight bound).
 func capInt(v float64) int64 {
 	if !(v < 1<<62) {
 		return -1

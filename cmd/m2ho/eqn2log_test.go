@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,12 +24,12 @@ func TestEqn2Log(t *testing.T) {
 	}
 	t0 := time.Unix(1_800_000_000, 0)
 	s := m2ho.Eqn2Step{Rate: 18.75e6, Pipe: 15e6, RTTMin: 26900 * time.Microsecond, SRTT: 27600 * time.Microsecond,
-		Eqn: 1e6, Cap: 640_000.7, Queue: 126_000, Limit: 630_000, Share: 1, Wait: -4500 * time.Microsecond, InFlight: 612_345}
+		Eqn: 1e6, Cap: 640_000.7, Bound: 1_345_000, Queue: 126_000, Limit: 630_000, Share: 1, Wait: -4500 * time.Microsecond, InFlight: 612_345}
 	for i := range 25 {
 		l.trace(t0.Add(time.Duration(i)*time.Millisecond), nil, s) // 0, 10 and 20 ms make lines
 	}
 	noCap := s
-	noCap.Cap = float64(1 << 63)
+	noCap.Cap, noCap.Bound = float64(1<<63), math.Inf(1)
 	l.trace(t0.Add(30*time.Millisecond), nil, noCap)
 	l.flush()
 	if err := l.Close(); err != nil {
@@ -43,7 +44,7 @@ func TestEqn2Log(t *testing.T) {
 		t.Fatalf("log:\n%s\nwant the header and 4 lines", b)
 	}
 	cols := strings.Split(strings.TrimSuffix(eqn2Header, "\n"), "\t")
-	want := []int64{t0.Add(10 * time.Millisecond).UnixNano(), 18_750_000, 15_000_000, 26_900, 27_600, 1_000_000, 640_000, 126_000, 630_000, 1, -4_500, 612_345}
+	want := []int64{t0.Add(10 * time.Millisecond).UnixNano(), 18_750_000, 15_000_000, 26_900, 27_600, 1_000_000, 640_000, 1_345_000, 126_000, 630_000, 1, -4_500, 612_345}
 	got := strings.Split(lines[2], "\t")
 	if len(got) != len(cols) {
 		t.Fatalf("line %q: %d columns, header has %d", lines[2], len(got), len(cols))
@@ -53,8 +54,8 @@ func TestEqn2Log(t *testing.T) {
 			t.Errorf("column %s = %q, want %d", cols[i], got[i], w)
 		}
 	}
-	if c := strings.Split(lines[4], "\t")[6]; c != "-1" {
-		t.Errorf("no cap: cap_B = %q, want -1", c)
+	if c := strings.Split(lines[4], "\t"); c[6] != "-1" || c[7] != "-1" {
+		t.Errorf("no cap: cap_B = %q, bound_B = %q, want -1", c[6], c[7])
 	}
 
 	// The trace runs on the packet path: no allocation once open.

@@ -55,6 +55,7 @@ type runConfig struct {
 	MaxFlows       int           `yaml:"max-flows"`
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
+	Eqn2InFlight   bool          `yaml:"eqn2-inflight-bound"`
 	Eqn2Bound      string        `yaml:"eqn2-bound"`
 	RampQueue      float64       `yaml:"ramp-queue"`
 	Predictor      string        `yaml:"predictor"`
@@ -108,6 +109,7 @@ func defaultRunConfig() runConfig {
 		MaxFlows:           proxy.DefaultMaxFlows,
 		FlowIdle:           proxy.DefaultIdleTimeout,
 		StableRate:         true,
+		Eqn2InFlight:       true,
 		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
 		RampQueue:          m2ho.DefaultRampQueue,
 		TunnelHints:        true,
@@ -197,8 +199,9 @@ Example (as root):
 	fs.Float64Var(&c.Lambda, "lambda", c.Lambda, "Eqn 2's lambda in rwnd = lambda*c_est*RTT_min/RTT")
 	fs.IntVar(&c.MaxFlows, "max-flows", c.MaxFlows, "flow table size; the least recently seen flow is evicted when full")
 	fs.DurationVar(&c.FlowIdle, "flow-idle", c.FlowIdle, "forget a flow after this long without a packet")
-	fs.StringVar(&c.Eqn2Log, "eqn2-log", c.Eqn2Log, "file to append Eqn 2's inputs and window to, a line each 10ms at most while it holds a flow: unix_ns, the cell's rate and the rate its cap uses (bytes/s), the flow's RTT_min and smoothed RTT (us), lambda*c_est*RTT_min/RTT, the cap, its standing queue and the window set (bytes), flows sharing, the flow's last one-way queueing delay (us) and the sender's bytes in flight (empty: off)")
+	fs.StringVar(&c.Eqn2Log, "eqn2-log", c.Eqn2Log, "file to append Eqn 2's inputs and window to, a line each 10ms at most while it holds a flow: unix_ns, the cell's rate and the rate its cap uses (bytes/s), the flow's RTT_min and smoothed RTT (us), lambda*c_est*RTT_min/RTT, the cap, the in-flight bound of the sub-6 dwell (-1: none), its standing queue and the window set (bytes), flows sharing, the flow's last one-way queueing delay (us) and the sender's bytes in flight (empty: off)")
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually), and the largest signalling lag since the last line in us (arrival less the event's own timestamp; a line for it alone when it reaches 10ms) (empty: off)")
+	fs.BoolVar(&c.Eqn2InFlight, "eqn2-inflight-bound", c.Eqn2InFlight, "in a sub-6 dwell under Eqn 2, keep the flows' bytes in flight at or under the cell's measured buffer estimate (s_max) while the pipe fits under it: no capacity dip can then overflow the buffer and cut the carried window (false: the cap rate*RTT_min + queue alone)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.SMaxLog, "smax-log", c.SMaxLog, "file to append each rise of a cell's buffer estimate (s_max, measured from one-way delay) to, with the sample that made it: unix_ns of the sample, cell, type, s_max, the segment's queueing delay (us), the bytes received and the bytes the MAC slots served since it joined the queue, how long the cell had been busy (us) and the largest single sample (empty: off)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
@@ -483,6 +486,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		Observer:       ctrlObs,
 		SMaxDB:         db,
 		StableRate:     toggle(c.StableRate),
+		Eqn2InFlight:   toggle(c.Eqn2InFlight),
 		Eqn2Bound:      eqn2Bound,
 		RampQueue:      c.RampQueue,
 		Eqn2Trace:      eqn2Trace,
