@@ -1077,14 +1077,13 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		}
 		capped = inPipe + queue
 		if c.inFlight && c.eqn2Armed && c.stableMeasured {
-			// In flight at most the measured buffer, where the pipe
-			// fits under it (eqn2InFlightBound).
-			// Against the pipe at the cell's last rate (the envelope's
-			// r_low may be lower), with a slack: the rate is measured
-			// under the window, so a window held at the bound reads a
-			// pipe of the bound less what the phone's RTT samples
-			// spread (ACKs in batches), however fast the cell is; the
-			// slack lets a faster cell out.
+			// In flight at most the measured buffer where the pipe fits
+			// under it (eqn2InFlightBound): the pipe at the cell's last
+			// rate (the envelope's r_low may be lower), with a slack.
+			// The rate is measured under the window, so a window held
+			// at the bound reads a pipe of the bound less what the
+			// phone's RTT samples spread (ACKs in batches), however fast
+			// the cell is; the slack lets a faster cell out.
 			if whole := float64(c.stableCap) / measuredUse; whole > (1+eqn2BoundSlack)*max(inPipe, r*rttMin.Seconds()) {
 				bound = whole
 			}
