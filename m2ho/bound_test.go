@@ -331,3 +331,33 @@ func TestEqn2InFlightBound(t *testing.T) {
 		t.Errorf("the bound cost %.1f points of the capacity (%.1f against %.1f %%), want at most 2", 100*(off.util-on.util), 100*on.util, 100*off.util)
 	}
 }
+
+// The in-flight bound reads the pipe with the previous path's RTT_min
+// when the new cell's is larger: RTT_min starts over at a handover and
+// the new cell's first samples carry the forwarded queue (on the bench a
+// 44 ms RTT_min on a 27 ms path read the pipe 60 % high and released the
+// bound before a dip). A lower new RTT_min stands, and a flow with no
+// earlier path reads its own.
+func TestBoundRTTMinAcrossHandover(t *testing.T) {
+	floor := 5 * time.Millisecond
+	var f Flow
+	if got := f.boundRTTMin(44*time.Millisecond, floor); got != 44*time.Millisecond {
+		t.Errorf("no earlier path: %v, want the flow's own 44ms", got)
+	}
+	f.rttMin = 27 * time.Millisecond
+	f.newPath()
+	if f.rttMin != 0 {
+		t.Fatalf("newPath kept RTT_min %v", f.rttMin)
+	}
+	if got := f.boundRTTMin(44*time.Millisecond, floor); got != 27*time.Millisecond {
+		t.Errorf("after a handover: %v, want the previous path's 27ms", got)
+	}
+	if got := f.boundRTTMin(20*time.Millisecond, floor); got != 20*time.Millisecond {
+		t.Errorf("a faster new path: %v, want its own 20ms", got)
+	}
+	f.rttMin = 3 * time.Millisecond
+	f.newPath()
+	if got := f.boundRTTMin(44*time.Millisecond, floor); got != floor {
+		t.Errorf("a previous RTT_min under the floor: %v, want the floor %v", got, floor)
+	}
+}

@@ -1067,15 +1067,15 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		// pipe (TestEqn2DwellSmallSMaxBatchedPhone); the wait does not
 		// depend on the RTT samples. Per flow, times the flows sharing.
 		inPipe := pipe * rttMin.Seconds()
-		// The pipe as the bound reads it: rate·RTT_min, or where the
-		// phone measures the queue, in flight less what is queued.
-		boundPipe := max(inPipe, r*rttMin.Seconds())
+		// The pipe as the in-flight bound reads it: the cell's last
+		// rate times an RTT_min no larger than the previous path's.
+		boundPipe := r * f.boundRTTMin(rttMin, c.cfg.RTTFloor).Seconds()
 		if w, ok := f.queueDelay(now, rtt); ok && f.inflight > 0 {
 			// In flight, as far as the window in force allows: the
 			// last measure can be of the window before the handover.
 			owdPipe := share*min(float64(f.inflight), f.eq2Last) - r*w.Seconds()
 			inPipe = max(inPipe, owdPipe)
-			boundPipe = owdPipe
+			boundPipe = max(boundPipe, owdPipe)
 		}
 		if c.eqn2Armed && !(f.eq2Loss && f.eq2LossEpisode == c.episode) {
 			queue = max(queue, eqn2PipeQueue*inPipe)
@@ -1085,16 +1085,17 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			// In flight at most the measured buffer where the pipe fits
 			// under it (eqn2InFlightBound), with a slack. The pipe is
 			// the cell's last rate (the envelope's r_low may be lower)
-			// times RTT_min, or better, where the phone measures the
-			// queue, what is in flight less what is queued: RTT_min
-			// starts over in each cell, and its first samples there
-			// carry the forwarded queue (44-66 ms on a 27 ms path on
-			// the bench, 2026-12-05), which read a pipe near the bound
-			// and let a window out that the next dip overflowed. The
-			// rate is measured under the window, so a window held at
-			// the bound reads a pipe of the bound less what is queued:
-			// with nothing queued the cell is faster, and the slack
-			// lets it out.
+			// times RTT_min, or, where the phone measures the queue,
+			// what is in flight less what is queued if that is more.
+			// RTT_min starts over in each cell, and its first samples
+			// there carry the forwarded queue (44-66 ms on a 27 ms path
+			// on the bench, 2026-12-05): read with it, the pipe came
+			// near the bound and let out a window that the next dip
+			// overflowed, so the bound takes the previous path's
+			// RTT_min when that is less. The rate is measured under the
+			// window, so a window held at the bound reads a pipe of
+			// the bound less what the RTT samples spread: the slack
+			// lets a faster cell out.
 			if whole := float64(c.stableCap) / measuredUse; whole > (1+eqn2BoundSlack)*boundPipe {
 				bound = whole
 			}

@@ -68,7 +68,11 @@ type Flow struct {
 
 	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298), of the median of three
 	rttMin time.Duration // 0: not known on this path (see newPath)
-	rttN   uint32
+	// rttMinPrev is RTT_min on the path before the last handover (0:
+	// none): the in-flight bound's floor for RTT_min while the new
+	// cell's first samples still carry the forwarded queue.
+	rttMinPrev time.Duration
+	rttN       uint32
 	// rttLast are the last three samples, rttI the next slot; rttPathN
 	// counts the samples since newPath up to 3 (RTT_min waits for three).
 	rttLast  [3]time.Duration
@@ -338,7 +342,22 @@ func (f *Flow) addRTT(now time.Time, d time.Duration) {
 // satellite-like LTE cell). The next filtered sample starts it again;
 // srtt goes on, and Eqn 2 waits for RTT_min (see Controller.stableRwnd),
 // which comes from medians of three samples of the new path.
-func (f *Flow) newPath() { f.rttMin, f.rttNext, f.rttPathN = 0, 0, 0 }
+func (f *Flow) newPath() {
+	if f.rttMin > 0 {
+		f.rttMinPrev = f.rttMin
+	}
+	f.rttMin, f.rttNext, f.rttPathN = 0, 0, 0
+}
+
+// boundRTTMin is the RTT_min the in-flight bound reads the pipe with
+// (eqn2InFlightBound): rttMin, or the previous path's when that is less,
+// not under floor.
+func (f *Flow) boundRTTMin(rttMin, floor time.Duration) time.Duration {
+	if f.rttMinPrev > 0 && f.rttMinPrev < rttMin {
+		return max(f.rttMinPrev, floor)
+	}
+	return rttMin
+}
 
 // RTT reports the flow's smoothed and minimum RTT and the number of
 // samples (for tests, metrics and the Wave hint).
