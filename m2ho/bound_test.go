@@ -276,9 +276,9 @@ func TestEnvelopePerCell(t *testing.T) {
 // buffer whenever the cell's rate comes near it, and the fall that
 // follows overflows: the carried cwnd is cut. With in flight at most
 // ŝ_max while the pipe fits under it (less eqn2BoundSlack), the carried
-// cwnd survives in at least 38 of the 40 dwells (39 today; rate peaks
-// whose pipe alone comes near the buffer can still cut it), at no more
-// than 2 points of the capacity less.
+// cwnd survives in at least 38 of the 40 dwells (those left: rate peaks
+// whose pipe alone comes near the buffer), at no more than 2 points of
+// the capacity less.
 func TestEqn2InFlightBound(t *testing.T) {
 	const buf = 1_387_000
 	sMax := buf * 97 / 100

@@ -1162,7 +1162,7 @@ const eqn2BoundSlack = 1.0 / 32
 // emulator's sub-6 model at scale 1.0 (1387 KB buffers, 150-195 Mbit/s
 // means, 8 s and 30 s dwells; bound_test.go TestEqn2InFlightBound) the
 // cap alone dropped segments in 8 of 40 dwells (1153 in all), each time
-// cutting the carried cwnd; with the bound in 1 of 40 (43), at 99.0
+// cutting the carried cwnd; with the bound in 2 of 40 (417), at 99.2
 // against 99.5 % of the capacity. Where the pipe comes within
 // eqn2BoundSlack of the measured ŝ_max or exceeds it (a rate peak near
 // or above the buffer, or an ŝ_max that a held flow kept small:
@@ -1170,9 +1170,8 @@ const eqn2BoundSlack = 1.0 / 32
 // stands alone. The slack is the price of letting a window held at the
 // bound grow when the cell is faster: with none, the one dwell model
 // whose buffer is under the pipe (TestEqn2MeasuredSMax, 0.7 BDP) sat at
-// the bound at 59.8 % of the capacity, with 1/32 at 64.7 % (and, with
-// the pipe from RTT_min alone, 1 of 40 more dwells cut at scale 1.0);
-// 1/16 and 1/8 lost 5 and 4 of the 40.
+// the bound at 59.8 % of the capacity, with 1/32 at 64.7 % (and 1 of 40
+// more dwells cut at scale 1.0); 1/16 and 1/8 lost 5 and 4 of the 40.
 
 // eqn2PipeQueue is the least standing queue Eqn 2's cap allows in the
 // sub-6 dwell, as a share of the pipe (bytes in flight with nothing
