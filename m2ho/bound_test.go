@@ -293,7 +293,7 @@ func TestEqn2InFlightBound(t *testing.T) {
 			for _, mean := range []float64{150e6 / 8, 195e6 / 8} {
 				for seed := uint64(1); seed <= 10; seed++ {
 					dc := benchDwell(sub6Model(mean, dur, seed), BoundRate, 0, dur)
-					dc.buffer, dc.sMax, dc.measured, dc.senderClock, dc.inFlight = buf, sMax, true, true, on
+					dc.buffer, dc.sMax, dc.measured, dc.senderClock, dc.inFlight, dc.full = buf, sMax, true, true, on, true
 					dc.trace = func(_ time.Time, _ *Flow, s Eqn2Step) {
 						if s.Cap > buf {
 							r.capOver++ // the cap alone allows more than the buffer
@@ -359,5 +359,47 @@ func TestBoundRTTMinAcrossHandover(t *testing.T) {
 	f.newPath()
 	if got := f.boundRTTMin(44*time.Millisecond, floor); got != floor {
 		t.Errorf("a previous RTT_min under the floor: %v, want the floor %v", got, floor)
+	}
+}
+
+// A measured ŝ_max is a floor of the buffer that rises only as deeper
+// queues are seen, and a window held at it queues no deeper: early in a
+// cell it can sit at a quarter of the buffer (the bench, 2026-12-05, m2ho
+// run 1: 363 KB against 1387 KB for 130 s of a sub-6 dwell, the bound
+// holding the window there with the queue measured empty in 74 % of its
+// steps; 10-15 % of the goodput lost against the cap alone). The bound
+// holds only in a cell whose buffer was seen full at its ŝ_max
+// (Controller.cellFull); here it never was, so Eqn 2 runs as without it.
+func TestEqn2InFlightBoundNeedsFullBuffer(t *testing.T) {
+	const buf = 1_387_000
+	sMax := buf / 4
+	bounded := 0
+	run := func(on Toggle) (util float64, drops, dwells int) {
+		for _, mean := range []float64{80e6 / 8, 110e6 / 8, 150e6 / 8} {
+			for seed := uint64(1); seed <= 10; seed++ {
+				dur := 8 * time.Second
+				dc := benchDwell(sub6Model(mean, dur, seed), BoundRate, 0, dur)
+				dc.buffer, dc.sMax, dc.measured, dc.senderClock, dc.inFlight = buf, sMax, true, true, on
+				dc.trace = func(_ time.Time, _ *Flow, s Eqn2Step) {
+					if s.Bound < math.Inf(1) {
+						bounded++
+					}
+				}
+				d := runDwell(t, dc)
+				util += d.util()
+				drops += d.drops
+				dwells++
+			}
+		}
+		return util / float64(dwells), drops, dwells
+	}
+	onU, onD, n := run(ToggleDefault)
+	offU, offD, _ := run(ToggleOff)
+	t.Logf("ŝ_max a quarter of the buffer, never seen full, %d dwells: bound on %.1f %% of the capacity, %d drops; off %.1f %%, %d drops", n, 100*onU, onD, 100*offU, offD)
+	if bounded > 0 {
+		t.Errorf("the in-flight bound held %d steps in a cell whose buffer was never seen full", bounded)
+	}
+	if math.Abs(onU-offU) > 0.001 || onD != offD {
+		t.Errorf("on %.2f %% with %d drops, off %.2f %% with %d: the bound changed a dwell it must not touch", 100*onU, onD, 100*offU, offD)
 	}
 }

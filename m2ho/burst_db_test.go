@@ -241,6 +241,16 @@ func TestSMaxMeasuredSupersedes(t *testing.T) {
 	if v, src, m := db.LookupMeasured(cell(sub6, "X")); v != 100_000 || src != SMaxSameType || m {
 		t.Fatalf("unknown sub-6 cell: %d %v measured %v", v, src, m)
 	}
+	// Only a measured queue can be marked as the buffer's level.
+	if db.MarkFull(cell(sub6, "B")) {
+		t.Fatal("a burst estimate marked full")
+	}
+	if _, full := db.Full(A); full {
+		t.Fatal("full before MarkFull")
+	}
+	if !db.MarkFull(A) || db.MarkFull(A) {
+		t.Fatal("MarkFull: not news the first time, or news the second")
+	}
 	b, err := db.Snapshot().Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -254,6 +264,12 @@ func TestSMaxMeasuredSupersedes(t *testing.T) {
 	}
 	if _, _, m := db2.LookupMeasured(cell(sub6, "B")); m {
 		t.Fatal("reloaded: a burst estimate came back measured")
+	}
+	if v, full := db2.Full(A); v != 410_000 || !full {
+		t.Fatalf("reloaded: full %v at %d", full, v)
+	}
+	if _, full := db2.Full(cell(sub6, "B")); full {
+		t.Fatal("reloaded: a burst estimate came back full")
 	}
 	if db2.Dirty() {
 		t.Fatal("dirty right after loading")

@@ -308,6 +308,15 @@ type Controller struct {
 	// stableMeasured: stableCap is a measured queue (SMaxDB.ObserveQueue),
 	// the buffer itself within a few percent, not a burst estimate.
 	stableMeasured bool
+	// cellFull: the serving cell's buffer was seen full, at this visit
+	// (queueSample: a segment lost at the deepest queue measured there)
+	// or before (SMaxDB.Full), so its measured ŝ_max is the buffer's
+	// level: the in-flight bound of the sub-6 dwell holds only then (see
+	// eqn2InFlightBound). fullSaved: it is in the database. servingQ: the
+	// database's measured queue of the serving cell when it began to
+	// serve (0: none), the level a loss is judged against with qMax.
+	cellFull, fullSaved bool
+	servingQ            int
 
 	// ramp keeps Eqn 2's bounded rwnd (stableRwnd, with the mmWave
 	// cell's ŝ_max as stableCap) after a handover into mmWave while Eqn 2
@@ -1081,7 +1090,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			queue = max(queue, eqn2PipeQueue*inPipe)
 		}
 		capped = inPipe + queue
-		if c.inFlight && c.eqn2Armed && c.stableMeasured {
+		if c.inFlight && c.eqn2Armed && c.stableMeasured && c.cellFull {
 			// In flight at most the measured buffer where the pipe fits
 			// under it (eqn2InFlightBound), with a slack. The pipe is
 			// the cell's last rate (the envelope's r_low may be lower)

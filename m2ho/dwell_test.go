@@ -49,6 +49,9 @@ type dwellCase struct {
 	senderClock bool
 	trace       func(time.Time, *Flow, Eqn2Step) // Config.Eqn2Trace
 	inFlight    Toggle                           // Config.Eqn2InFlight
+	// full: the cell's buffer was seen full before at the measured ŝ_max
+	// (SMaxDB.MarkFull), so the in-flight bound may hold.
+	full bool
 }
 
 type dwellResult struct {
@@ -72,6 +75,9 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	db := NewSMaxDB()
 	if dc.measured {
 		db.ObserveQueue(cell(sub6, "C"), dc.sMax)
+		if dc.full {
+			db.MarkFull(cell(sub6, "C"))
+		}
 	} else {
 		db.Observe(cell(sub6, "C"), dc.sMax)
 	}

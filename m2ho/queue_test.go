@@ -124,6 +124,7 @@ type cellOpts struct {
 	read    func(t time.Duration) time.Duration
 	stamped bool
 	arrive  func(t time.Duration) time.Duration
+	lose    func(t time.Duration) bool // a segment sent at t is lost before the cell
 }
 
 func queueCellOpts(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int, dur time.Duration, tsHz float64, rtt time.Duration, send func(t time.Duration) int, o cellOpts) (paper, burstEst []int, drops int) {
@@ -144,6 +145,10 @@ func queueCellOpts(c *Controller, f *Flow, A signaling.Cell, capB, buf, seg int,
 		// The sender: what it sends in this slot enters the wire.
 		for ; sendT < now; sendT += 100 * time.Microsecond {
 			for range send(sendT) {
+				if o.lose != nil && o.lose(sendT) {
+					seq += uint32(seg)
+					continue
+				}
 				at := sendT + wire
 				if o.arrive != nil {
 					at = max(o.arrive(sendT), at)
@@ -410,5 +415,46 @@ func TestSMaxTraceReportsEachRise(t *testing.T) {
 	}
 	if last := steps[len(steps)-1].SMax; last != got {
 		t.Fatalf("last traced ŝ_max %d, database %d", last, got)
+	}
+}
+
+// The buffer counts as seen full (SMaxDB.Full, the in-flight bound's
+// condition) when a segment that follows a hole queued as deep as the
+// cell's deepest measured queue, on a queue held that deep for heldFor:
+// floods that overflow a 300 KB buffer mark it, at an ŝ_max within the
+// buffer. Floods that never fill a 1 MB buffer mark nothing: neither with
+// a segment lost on the wire 10-13 ms into every flood (the queue still
+// rising: in the first flood each level is the deepest measured so far)
+// nor with losses in the warm-up, the queue empty.
+func TestBufferSeenFullOnlyAtOverflow(t *testing.T) {
+	const capB, seg = 5600, 1400
+	warm := 3 * owdBucket
+	flood := func(t time.Duration) bool {
+		ph := (t - warm) % (400 * time.Millisecond)
+		return t >= warm && ph >= 370*time.Millisecond && ph < 373*time.Millisecond
+	}
+	for _, tc := range []struct {
+		name string
+		buf  int
+		lose func(time.Duration) bool
+		full bool
+	}{
+		{"floods overflow a 300 KB buffer", 300_000, nil, true},
+		{"floods under a 1 MB buffer", 1_000_000, nil, false},
+		{"a 1 MB buffer, a loss 10 ms into each flood", 1_000_000, flood, false},
+		{"a 1 MB buffer, losses in the warm-up", 1_000_000, func(t time.Duration) bool { return t < warm && t%(50*time.Millisecond) == 0 }, false},
+	} {
+		c, db, f, A := floodController()
+		_, _, drops := queueCellOpts(c, f, A, capB, tc.buf, seg, warm+4*time.Second, 1000, floodRTT, floods(capB, seg, warm), cellOpts{lose: tc.lose})
+		c.OnEvent(t0.Add(warm+5*time.Second), slotEv(0, 0))
+		got, _ := db.Get(A)
+		level, full := db.Full(A)
+		t.Logf("%s: %d drops, ŝ_max %d, full %v", tc.name, drops, got, full)
+		if full != tc.full {
+			t.Errorf("%s: seen full %v, want %v (%d overflow drops, ŝ_max %d)", tc.name, full, tc.full, drops, got)
+		}
+		if full && (level != got || got > tc.buf) {
+			t.Errorf("%s: full at %d with ŝ_max %d of a %d B buffer", tc.name, level, got, tc.buf)
+		}
 	}
 }

@@ -54,8 +54,12 @@ type SMaxDB struct {
 	// measured: the cell's value is a queue measured from one-way delay
 	// (ObserveQueue), not a burst estimate; it supersedes burst estimates.
 	measured map[cellKey]bool
-	gen      uint64 // changes so far; a Snapshot remembers it
-	saved    uint64 // gen of the last snapshot reported Saved (or loaded)
+	// full: the cell's buffer was seen full (MarkFull): a segment lost at
+	// the deepest queue measured there, so its measured value is the
+	// buffer's level, not only a floor of it.
+	full  map[cellKey]bool
+	gen   uint64 // changes so far; a Snapshot remembers it
+	saved uint64 // gen of the last snapshot reported Saved (or loaded)
 }
 
 // SMaxSnapshot is a copy of the database's contents at one moment, in the
@@ -81,6 +85,9 @@ type smaxEntry struct {
 	// Measured: from one-way delay (absent in files written before it:
 	// a burst estimate).
 	Measured bool `json:"measured,omitempty"`
+	// Full: the buffer was seen full at that level (MarkFull); only with
+	// Measured.
+	Full bool `json:"full,omitempty"`
 }
 
 func cellTypeName(t signaling.CellType) string {
@@ -111,7 +118,7 @@ func parseCellType(s string) (signaling.CellType, bool) {
 
 // NewSMaxDB returns an empty database.
 func NewSMaxDB() *SMaxDB {
-	return &SMaxDB{cells: make(map[cellKey]int), measured: make(map[cellKey]bool)}
+	return &SMaxDB{cells: make(map[cellKey]int), measured: make(map[cellKey]bool), full: make(map[cellKey]bool)}
 }
 
 // UnmarshalSMaxDB reads a database from its stored form (as Marshal
@@ -137,11 +144,17 @@ func UnmarshalSMaxDB(b []byte) (*SMaxDB, error) {
 		if e.SMax <= 0 {
 			return nil, fmt.Errorf("cells[%d].smax_bytes %d is not positive", i, e.SMax)
 		}
+		if e.Full && !e.Measured {
+			return nil, fmt.Errorf("cells[%d].full without measured: only a measured queue can be the buffer's level", i)
+		}
 		k := cellKey{t, e.ID}
 		if e.Measured {
 			db.observeQueue(k, e.SMax)
 		} else {
 			db.observe(k, e.SMax)
+		}
+		if e.Full {
+			db.full[k] = true
 		}
 	}
 	db.saved = db.gen // what was loaded is what the file holds
@@ -158,7 +171,7 @@ func (db *SMaxDB) Snapshot() SMaxSnapshot {
 	db.mu.Lock()
 	s := SMaxSnapshot{gen: db.gen, cells: make([]smaxEntry, 0, len(db.cells))}
 	for k, v := range db.cells {
-		s.cells = append(s.cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v, Measured: db.measured[k]})
+		s.cells = append(s.cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v, Measured: db.measured[k], Full: db.full[k]})
 	}
 	db.mu.Unlock()
 	sort.Slice(s.cells, func(i, j int) bool {
@@ -237,6 +250,40 @@ func (db *SMaxDB) observeQueue(k cellKey, q int) bool {
 	db.cells[k], db.measured[k] = q, true
 	db.gen++
 	return true
+}
+
+// MarkFull records that cell c's buffer was seen full at its measured
+// ŝ_max (a segment lost at the deepest queue measured there, queue.go);
+// it reports whether that is news. A cell without a measured queue is
+// not marked.
+func (db *SMaxDB) MarkFull(c signaling.Cell) bool {
+	if db == nil || c.ID == "" {
+		return false
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	k := cellKey{c.Type, c.ID}
+	if !db.measured[k] || db.full[k] {
+		return false
+	}
+	db.full[k] = true
+	db.gen++
+	return true
+}
+
+// Full reports whether cell c's buffer was seen full (MarkFull), and its
+// measured ŝ_max then (0 if not).
+func (db *SMaxDB) Full(c signaling.Cell) (int, bool) {
+	if db == nil {
+		return 0, false
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	k := cellKey{c.Type, c.ID}
+	if !db.full[k] {
+		return 0, false
+	}
+	return db.cells[k], true
 }
 
 // Get returns the recorded ŝ_max of exactly this cell.

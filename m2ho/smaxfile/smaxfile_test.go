@@ -78,6 +78,7 @@ func TestSMaxOpenErrors(t *testing.T) {
 		{"bad type", `{"version":1,"cells":[{"id":"a","type":"wifi","smax_bytes":1}]}`, "cells[0].type"},
 		{"empty id", `{"version":1,"cells":[{"id":"","type":"sub6","smax_bytes":1}]}`, "cells[0].id"},
 		{"zero smax", `{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5},{"id":"b","type":"lte","smax_bytes":0}]}`, "cells[1].smax_bytes"},
+		{"full burst estimate", `{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5,"full":true}]}`, "cells[0].full without measured"},
 	}
 	for _, tc := range tests {
 		p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_")+".json")
@@ -94,6 +95,7 @@ func TestSMaxOpenErrors(t *testing.T) {
 func FuzzOpen(f *testing.F) {
 	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5}]}`))
 	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"lte","smax_bytes":5},{"id":"a","type":"lte","smax_bytes":9}]}`))
+	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"sub6","smax_bytes":5,"measured":true,"full":true},{"id":"a","type":"sub6","smax_bytes":9,"measured":true}]}`))
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
