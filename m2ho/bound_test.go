@@ -43,7 +43,13 @@ func dipRate(lo float64) func(time.Duration) float64 {
 func sub6Model(mean float64, dur time.Duration, seed uint64) func(time.Duration) float64 {
 	q := []float64{0, 0.205, 0.384, 0.472, 0.542, 0.603, 0.667, 0.711, 0.773, 0.839, 0.909,
 		1.008, 1.083, 1.195, 1.297, 1.399, 1.490, 1.580, 1.704, 1.874, 3.167}
-	const rf, rs, w = 0.115, 0.994, 0.664
+	return capacityModel(q, 0.115, 0.994, 0.664, mean, dur, seed)
+}
+
+// capacityModel draws a capacity every 0.1 s as the emulator does: q are
+// the quantiles of capacity over its mean, the normal score the sum of a
+// fast AR(1) (rf per 0.1 s) and a slow one (rs), weighted w on the slow.
+func capacityModel(q []float64, rf, rs, w, mean float64, dur time.Duration, seed uint64) func(time.Duration) float64 {
 	var qm float64
 	for i := 1; i < len(q); i++ {
 		qm += (q[i-1] + q[i]) / 2

@@ -55,6 +55,10 @@ type returnResult struct {
 	rwndLast  int // the largest rwnd in the last 100 ms
 	sMaxM     int // ŝ_max(M) at the end
 	reordered int
+	// reach75 is the end of the first 0.1 s bin from random access whose
+	// deliveries reach 75 % of the cell's capacity in it, as the bench
+	// judges a return (-1: none).
+	reach75 time.Duration
 }
 
 // debugReturn logs the loop every 10 ms for its first 400 ms.
@@ -126,7 +130,8 @@ func runReturn(t *testing.T, rc returnCase) returnResult {
 	}
 	acks = append(acks, ackMsg{at: start + rc.base/2, ack: seq0, wnd: first, ts: ts + 1})
 	tsEcho := ts + 1
-	r := returnResult{fillRTT: -1}
+	r := returnResult{fillRTT: -1, reach75: -1}
+	var tenthCap, tenthDel float64
 	recvNext := seq0
 	ooo := map[int]bool{}
 	queued, headSent := 0, 0
@@ -193,6 +198,7 @@ func runReturn(t *testing.T, rc returnCase) returnResult {
 		capB := int(rc.rate(el) * slot.Seconds())
 		r.capacity += float64(capB)
 		binCap += float64(capB)
+		tenthCap += float64(capB)
 		send, rem := 0, queued-headSent
 		switch {
 		case rem >= capB:
@@ -243,10 +249,12 @@ func runReturn(t *testing.T, rc returnCase) returnResult {
 			case s.seq == recvNext:
 				recvNext += mss
 				binDel += mss
+				tenthDel += mss
 				for ooo[recvNext] {
 					delete(ooo, recvNext)
 					recvNext += mss
 					binDel += mss
+					tenthDel += mss
 				}
 			case s.seq > recvNext:
 				ooo[s.seq], dup = true, true
@@ -262,6 +270,12 @@ func runReturn(t *testing.T, rc returnCase) returnResult {
 		}
 		if debugReturn && el%(10*time.Millisecond) == 0 && el < 400*time.Millisecond {
 			t.Logf("t=%v state %v rate %.0f srtt %v rttMin %v n %d rwnd %d cwnd %d inflight %d queued %d eq2Last %.0f cap %d", el, c.State(), c.est.Rate(), f.srtt, f.rttMin, f.rttN, rwnd, cwnd, nextSeq-una, queued, f.eq2Last, c.stableCap)
+		}
+		if (el+slot)%(100*time.Millisecond) == 0 {
+			if r.reach75 < 0 && tenthCap > 0 && tenthDel >= 0.75*tenthCap {
+				r.reach75 = el + slot
+			}
+			tenthCap, tenthDel = 0, 0
 		}
 		if (el+slot)%binLen == 0 {
 			u := binDel / binCap
@@ -471,5 +485,53 @@ func TestReturnToMmWaveMeasuredHeadroom(t *testing.T) {
 	}
 	if third.fillRTT < 0 || third.fillRTT > 10 {
 		t.Errorf("a third of the buffer: the cell reached 80 %% in RTT bin %d, want ≤ 10", third.fillRTT)
+	}
+}
+
+// mmWaveModel is the emulator's mmWave capacity model (bench/emu
+// MeasuredVariability: quantiles of capacity over the type's mean, a fast
+// and a slow AR(1) component), every 0.1 s, around mean B/s.
+func mmWaveModel(mean float64, dur time.Duration, seed uint64) func(time.Duration) float64 {
+	q := []float64{0, 0.064, 0.149, 0.254, 0.440, 0.652, 0.803, 0.935, 1.042, 1.130, 1.212,
+		1.254, 1.269, 1.282, 1.294, 1.310, 1.333, 1.378, 1.442, 1.580, 4.537}
+	return capacityModel(q, 0.220, 0.933, 0.785, mean, dur, seed)
+}
+
+// The return to mmWave on the emulator's mmWave capacity model at scale
+// 1.0 (1018.8 Mbit/s mean, 26.8 ms base RTT, 2318 KB buffer, ŝ_max(M)
+// measured at 97 % of it), a window carried at 2.5 MB (under the mean
+// pipe of 3.4 MB) or 6 MB: issue 9 wants a 0.1 s bin at 75 % of the
+// capacity within 1 s of random access, and the ramp gets there in every
+// return (want 18 of 20: the cell is blocked, under a quarter of its
+// mean, in 15 % of its 0.1 s intervals). It does not keep the buffer:
+// ~750 drops per return before the sender's first retransmission (a
+// fall from 1.3 Gbit/s to blockage within 0.1 s queues the whole pipe),
+// ~1400 more after it lets go, what any sender meets there. The bench's
+// slow returns with the cwnd kept (2026-12-05: 1.08-2.15 s, 4 of 6
+// misses) come from what this loop lacks: the phone's per-RTT rate
+// samples there dip to a third of the 0.1 s capacity (eqn2.tsv: 215-262
+// Mbit/s in 1.3-1.4 Gbit/s bins), and each dip lowers Eqn 2's window
+// for the next RTT.
+func TestReturnToMmWaveVaryingCapacity(t *testing.T) {
+	const buf = 2_318_000
+	mean := 1018.8e6 / 8
+	for _, cwnd := range []int{2_500_000, 6_000_000} {
+		reached, n, drops, before := 0, 0, 0, 0
+		var util float64
+		for seed := uint64(1); seed <= 20; seed++ {
+			r := runReturn(t, returnCase{rate: mmWaveModel(mean, 2*time.Second, seed), base: 26800 * time.Microsecond, buffer: buf,
+				cwnd: cwnd, sMaxM: buf * 97 / 100, sMaxC: 1_300_000, measured: true, dur: 2 * time.Second})
+			if r.reach75 >= 0 && r.reach75 <= time.Second {
+				reached++
+			}
+			n++
+			drops += r.drops
+			before += r.drops - r.dropsAfter
+			util += r.util()
+		}
+		t.Logf("carried %d B: a 0.1 s bin at 75 %% within 1 s in %d of %d returns, %d drops (%d before the first retransmission), %.1f %% of the capacity over 2 s", cwnd, reached, n, drops, before, 100*util/float64(n))
+		if reached < 18 {
+			t.Errorf("carried %d B: a 0.1 s bin at 75 %% of the capacity within 1 s in %d of %d returns, want at least 18", cwnd, reached, n)
+		}
 	}
 }
