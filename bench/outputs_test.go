@@ -282,3 +282,28 @@ func TestTunnelRowsOnlyForTunnelVariants(t *testing.T) {
 		t.Errorf("other rows changed:\n%s", mixed)
 	}
 }
+
+// Runs of one seed must see the same handovers, but only within the
+// run's duration: the emulator runs on until the download has ended, and
+// a handover scheduled just past the duration is logged by some runs and
+// not others. One missing inside the duration still makes it invalid.
+func TestSummaryHandoversWithinDuration(t *testing.T) {
+	hos := []HandoverRow{{Command: 2.1}, {Command: 42.4}}
+	late := append(append([]HandoverRow{}, hos...), HandoverRow{Command: 60.7})
+	run := func(v string, h []HandoverRow) RunResult { return RunResult{Variant: v, Seed: 1, Handovers: h} }
+	m := Meta{Scenario: "x", Repeat: 1, DurationS: 60}
+	s := Summarize([]RunResult{run("pass", late), run("m2ho", hos)}, m)
+	for _, p := range s.Problems {
+		if strings.Contains(p, "handovers") {
+			t.Errorf("a handover past the duration made a problem: %q", p)
+		}
+	}
+	s = Summarize([]RunResult{run("pass", late), run("m2ho", hos[:1])}, m)
+	found := false
+	for _, p := range s.Problems {
+		found = found || strings.Contains(p, "m2ho run 1: 1 handovers within 60 s, other runs 2")
+	}
+	if !found || s.Valid {
+		t.Errorf("a handover missing within the duration: valid %v, problems %q", s.Valid, s.Problems)
+	}
+}

@@ -84,6 +84,12 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 			if cfg.RetryInvalid < 0 {
 				return fmt.Errorf("--retry-invalid %d: must be >= 0", cfg.RetryInvalid)
 			}
+			if cfg.Capacity != "" && cfg.XCAL == "" {
+				return fmt.Errorf("--capacity: needs --xcal (the drive it was measured on)")
+			}
+			if cfg.XCAL != "" && !cmd.Flags().Changed("scenario") {
+				cfg.Scenario = "measured" // its link settings, the drive's schedule
+			}
 			if reanalyze != "" {
 				sc, err := bench.LoadScenarioDrive(cfg.Scenario, cfg.DataDir, cfg.XCAL, cfg.Capacity)
 				if err != nil {
@@ -93,18 +99,11 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 				if dur <= 0 {
 					dur = sc.Config.Duration
 				}
-				s, err := bench.Reanalyze(reanalyze, bench.Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: cfg.Seed,
-					DurationS: dur.Seconds(), Repeat: max(cfg.Repeat, 1), CommandLine: cfg.CommandLine, Variants: vs, DataDir: cfg.DataDir})
+				s, err := bench.Reanalyze(reanalyze, reanalyzeMeta(cfg, sc.Name, dur, vs))
 				if err != nil {
 					return err
 				}
 				return report(reanalyze, s)
-			}
-			if cfg.Capacity != "" && cfg.XCAL == "" {
-				return fmt.Errorf("--capacity: needs --xcal (the drive it was measured on)")
-			}
-			if cfg.XCAL != "" && !cmd.Flags().Changed("scenario") {
-				cfg.Scenario = "measured" // its link settings, the drive's schedule
 			}
 			if cfg.OutDir == "" {
 				name := strings.TrimSuffix(filepath.Base(cfg.Scenario), filepath.Ext(cfg.Scenario))
@@ -197,4 +196,15 @@ func (v *seedsValue) Set(s string) error {
 	}
 	*v.p = out
 	return nil
+}
+
+// reanalyzeMeta describes a finished bench as the flags repeat it: with
+// --seeds, one repetition per seed, the first seed the bench's seed.
+func reanalyzeMeta(cfg bench.Config, scenario string, dur time.Duration, vs []bench.Variant) bench.Meta {
+	m := bench.Meta{Scenario: scenario, Scale: cfg.Scale, Seed: cfg.Seed, DurationS: dur.Seconds(), Repeat: max(cfg.Repeat, 1),
+		CommandLine: cfg.CommandLine, Variants: vs, DataDir: cfg.DataDir}
+	if len(cfg.Seeds) > 0 {
+		m.Seeds, m.Seed, m.Repeat = cfg.Seeds, cfg.Seeds[0], len(cfg.Seeds)
+	}
+	return m
 }
