@@ -416,8 +416,10 @@ func (c *Controller) flushQueue() {
 		}
 	}
 	if c.cellFull && !c.fullSaved {
-		c.cfg.SMaxDB.MarkFull(c.serving)
-		_, c.fullSaved = c.cfg.SMaxDB.Full(c.serving)
+		// Not news only when the database had it already, and then
+		// setServing set fullSaved; else it lacks the measured queue
+		// yet and the next flush tries again.
+		c.fullSaved = c.cfg.SMaxDB.MarkFull(c.serving)
 	}
 }
 

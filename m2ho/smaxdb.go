@@ -271,8 +271,8 @@ func (db *SMaxDB) MarkFull(c signaling.Cell) bool {
 	return true
 }
 
-// Full reports whether cell c's buffer was seen full (MarkFull), and its
-// measured ŝ_max then (0 if not).
+// Full reports whether cell c's buffer was seen full (MarkFull), and the
+// cell's ŝ_max now (0 if not full).
 func (db *SMaxDB) Full(c signaling.Cell) (int, bool) {
 	if db == nil {
 		return 0, false
