@@ -58,6 +58,7 @@ type runConfig struct {
 	Eqn2InFlight   bool          `yaml:"eqn2-inflight-bound"`
 	Eqn2Bound      string        `yaml:"eqn2-bound"`
 	RampQueue      float64       `yaml:"ramp-queue"`
+	RampPairRate   bool          `yaml:"ramp-pair-rate"`
 	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
@@ -112,6 +113,7 @@ func defaultRunConfig() runConfig {
 		Eqn2InFlight:       true,
 		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
 		RampQueue:          m2ho.DefaultRampQueue,
+		RampPairRate:       true,
 		TunnelHints:        true,
 		TunnelReaderYield:  true,
 		TunnelHintRateWait: tunnel.DefaultHintRateWait,
@@ -206,6 +208,7 @@ Example (as root):
 	fs.StringVar(&c.SMaxLog, "smax-log", c.SMaxLog, "file to append each rise of a cell's buffer estimate (s_max, measured from one-way delay) to, with the sample that made it: unix_ns of the sample, cell, type, s_max, the segment's queueing delay (us), the bytes received and the bytes the MAC slots served since it joined the queue, how long the cell had been busy (us) and the largest single sample (empty: off)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
 	fs.Float64Var(&c.RampQueue, "ramp-queue", c.RampQueue, "share of a cell's measured s_max (its buffer, learned from one-way delay) that the ramp back on mmWave lets stand queued, and adds per RTT, in (0, 1]; less leaves headroom for the cell's capacity dips, at a slower fill")
+	fs.BoolVar(&c.RampPairRate, "ramp-pair-rate", c.RampPairRate, "on the ramp back to mmWave, read the cell's rate as the mean of its last two per-RTT samples: a window-limited flow arrives in one burst per RTT and single samples swing around its rate (false: the last sample alone)")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
 	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
 	fs.StringVar(&c.TunnelCA, "tunnel-ca", c.TunnelCA, "CA certificate (PEM) that signed the tunnel server's certificate")
@@ -489,6 +492,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		Eqn2InFlight:   toggle(c.Eqn2InFlight),
 		Eqn2Bound:      eqn2Bound,
 		RampQueue:      c.RampQueue,
+		RampPairRate:   toggle(c.RampPairRate),
 		Eqn2Trace:      eqn2Trace,
 		SMaxTrace:      smaxTrace,
 	})
