@@ -70,6 +70,13 @@ import (
 //     controller after the segment leaves its bytes out: errs low.
 //     Measured: on the bench's mixed drive (2026-12-02, run E) the
 //     received count alone put ŝ_max 2–37 % above five of six buffers.
+//   - A packet loop that lags behind the signalling (a loaded phone)
+//     reads a segment after the slots' events for the bytes behind it:
+//     both counts err high by what the cell serves in the lag beyond the
+//     least one. owdMargin absorbs a few milliseconds of it; a lag held
+//     longer than that and than heldFor is not corrected (see
+//     TestSMaxOneWayDelayPacketLoopBehind: 7 % above the buffer at
+//     12 ms; the bench's crossings of ≤ 1 % on mmWave are of that kind).
 //   - Payload bytes only, and only of the flows the controller sees: the
 //     estimate errs low, never high.
 const (
