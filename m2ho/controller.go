@@ -615,6 +615,7 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			// The new cell's capacity has nothing to do with the old one's.
 			c.prevRate = c.est.Rate()
 			c.est.Reset()
+			c.rateLast, c.ratePrev = 0, 0
 			c.env.reset()
 			c.setState(now, Smoothing, "random access success")
 		}
@@ -641,6 +642,7 @@ func (c *Controller) executed(now time.Time, o Outcome) {
 	c.resetBurst()
 	c.prevRate = c.est.Rate()
 	c.est.Reset()
+	c.rateLast, c.ratePrev = 0, 0
 	c.env.reset()
 	c.armEqn2(o)
 	c.stableCap, _, c.stableMeasured = c.lookupSMax(o.Target)

@@ -640,3 +640,24 @@ func TestReturnToMmWaveSwingingRate(t *testing.T) {
 		t.Errorf("%d drops at the mmWave buffer", pair.drops)
 	}
 }
+
+// The pair of rate samples is the cell's: a handover forgets it with
+// c_est, so the ramp's first windows in the new cell never read the old
+// cell's rate (they hold the flow to ŝ_max until the new one is known).
+func TestPairRateForgetsThePreviousCell(t *testing.T) {
+	c := New(Config{SMaxDB: NewSMaxDB()})
+	c.lastRTT = 10 * time.Millisecond
+	var f Flow
+	c.Attach(at(0), &f)
+	for ms := 0; ms < 35; ms++ {
+		c.OnPacket(at(ms), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: uint32(1 + ms*1000), PayloadLen: 1000 + 100*ms})
+	}
+	if c.ratePrev <= 0 || c.rateLast <= 0 || c.pairRate() == c.est.Rate() {
+		t.Fatalf("after 35 ms of data: samples %.0f, %.0f, pair %.0f, c_est %.0f: want two samples and their mean", c.ratePrev, c.rateLast, c.pairRate(), c.est.Rate())
+	}
+	c.OnEvent(at(40), command(signaling.HOIntraNR, mmw, "M"))
+	c.OnEvent(at(70), raEv(signaling.RASuccess, signaling.RAHandover))
+	if got := c.pairRate(); got != 0 {
+		t.Fatalf("after the handover, before any data in the new cell: pair rate %.0f, want 0", got)
+	}
+}
