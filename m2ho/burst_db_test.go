@@ -215,9 +215,13 @@ func longBurst(lenUS int) []slotIn {
 	return append(sl, slotIn{lenUS - 500, 0.3, 10}, slotIn{lenUS, 0, 0})
 }
 
-// A measured queue supersedes burst estimates, larger or not, and keeps
-// the largest measured; later burst estimates change nothing; the flag
-// survives the file, and a file without it loads as burst estimates.
+// A measured queue supersedes burst estimates, smaller or not, once it is
+// at least firstMeasured of the value it replaces (a first measure of a
+// segment does not), and keeps the largest measured; later burst
+// estimates change nothing; the flag survives the file, and a file
+// without it loads as burst estimates. A cell with no value of its own
+// compares with what Lookup gives it from other cells; against
+// DefaultSMax any measure counts.
 func TestSMaxMeasuredSupersedes(t *testing.T) {
 	db := NewSMaxDB()
 	A := cell(sub6, "A")
@@ -225,15 +229,33 @@ func TestSMaxMeasuredSupersedes(t *testing.T) {
 	if v, _, m := db.LookupMeasured(A); v != 700_000 || m {
 		t.Fatalf("burst estimate: %d measured %v", v, m)
 	}
-	if !db.ObserveQueue(A, 400_000) {
-		t.Fatal("a first measured queue did not replace the burst estimate")
+	if db.ObserveQueue(A, 1448) || db.ObserveQueue(A, 400_000) {
+		t.Fatal("a first measured queue under 2/3 of the burst estimate replaced it")
+	}
+	if v, _, m := db.LookupMeasured(A); v != 700_000 || m {
+		t.Fatalf("after small measures: %d measured %v, want the burst estimate", v, m)
+	}
+	if !db.ObserveQueue(A, 480_000) {
+		t.Fatal("a first measured queue at 2/3 of the burst estimate did not replace it")
 	}
 	if db.ObserveQueue(A, 390_000) || db.Observe(A, 800_000) {
 		t.Fatal("a smaller measured queue or a burst estimate changed a measured value")
 	}
-	db.ObserveQueue(A, 410_000)
-	if v, src, m := db.LookupMeasured(A); v != 410_000 || src != SMaxKnown || !m {
+	db.ObserveQueue(A, 490_000)
+	if v, src, m := db.LookupMeasured(A); v != 490_000 || src != SMaxKnown || !m {
 		t.Fatalf("after measuring: %d %v measured %v", v, src, m)
+	}
+	// An mmWave cell never seen takes the least sub-6 value (490 KB): a
+	// first measure must reach 2/3 of that.
+	M := cell(mmw, "M")
+	if db.ObserveQueue(M, 1448) {
+		t.Fatal("a segment measured on an unknown mmWave cell replaced the sub-6 fallback")
+	}
+	if !db.ObserveQueue(M, 400_000) {
+		t.Fatal("a measure at 0.82 of the sub-6 fallback did not count")
+	}
+	if !NewSMaxDB().ObserveQueue(A, 1448) {
+		t.Fatal("against DefaultSMax a first measure did not count")
 	}
 	// A cell with no value of its own takes the least of its type, and
 	// that one's flag.
@@ -259,13 +281,13 @@ func TestSMaxMeasuredSupersedes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v, _, m := db2.LookupMeasured(A); v != 410_000 || !m {
+	if v, _, m := db2.LookupMeasured(A); v != 490_000 || !m {
 		t.Fatalf("reloaded: %d measured %v", v, m)
 	}
 	if _, _, m := db2.LookupMeasured(cell(sub6, "B")); m {
 		t.Fatal("reloaded: a burst estimate came back measured")
 	}
-	if v, full := db2.Full(A); v != 410_000 || !full {
+	if v, full := db2.Full(A); v != 490_000 || !full {
 		t.Fatalf("reloaded: full %v at %d", full, v)
 	}
 	if _, full := db2.Full(cell(sub6, "B")); full {

@@ -231,17 +231,42 @@ func (db *SMaxDB) observe(k cellKey, sb int) bool {
 }
 
 // ObserveQueue records a queue of q bytes measured in cell c from one-way
-// delay (queue.go); it reports whether ŝ_max of the cell changed. The
-// first measured value replaces a burst estimate, larger or not: a burst
-// estimate assumes the arrivals, a measured queue does not.
+// delay (queue.go); it reports whether ŝ_max of the cell changed. A
+// measured queue replaces what the cell had before (its burst estimate,
+// or the value Lookup gave it from other cells; not DefaultSMax, which
+// knows nothing of any cell) once it is at least firstMeasured of that,
+// smaller or not: a burst estimate assumes the arrivals, a measured queue
+// does not.
+//
+// Why not at once: the first measured value is the deepest queue seen in
+// the cell so far, which can be a segment. On the bench's mixed drive
+// (2026-12-05, run G, m2ho seed 4, the return at 103.89 s) a first
+// measure of 1448 B replaced the 449 KB the ramp had held the flow to,
+// and a window held at a floor of a segment queues no deeper, so it
+// never rose: the ramp's cap fell by RTT_min/RTT each RTT, from 2.4 MB to
+// 40 KB in 5 s, and the flow got nothing of a 1.1 Gbit/s cell for 12 s.
+// A queue measured as deep as a burst estimate's firstMeasured is near
+// the buffer (the estimates err high by a few percent) or above the
+// estimate; the window it stands for is the controller's measuredUse.
 func (db *SMaxDB) ObserveQueue(c signaling.Cell, q int) bool {
 	if db == nil || c.ID == "" || q <= 0 {
 		return false
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	return db.observeQueue(cellKey{c.Type, c.ID}, q)
+	k := cellKey{c.Type, c.ID}
+	if !db.measured[k] {
+		if prev, src, _ := db.lookup(c); src != SMaxDefault && float64(q) < firstMeasured*float64(prev) {
+			return false
+		}
+	}
+	return db.observeQueue(k, q)
 }
+
+// firstMeasured is the share of a cell's value before (a burst estimate,
+// or another cell's) that its first measured queue must reach to replace
+// it (ObserveQueue).
+const firstMeasured = 2.0 / 3
 
 func (db *SMaxDB) observeQueue(k cellKey, q int) bool {
 	if db.measured[k] && q <= db.cells[k] {
@@ -317,6 +342,11 @@ func (db *SMaxDB) LookupMeasured(target signaling.Cell) (int, SMaxSource, bool) 
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	return db.lookup(target)
+}
+
+// lookup is LookupMeasured with db.mu held.
+func (db *SMaxDB) lookup(target signaling.Cell) (int, SMaxSource, bool) {
 	own := cellKey{target.Type, target.ID}
 	if v, ok := db.cells[own]; ok && target.ID != "" && target.Type == signaling.CellMmWave {
 		return v, SMaxKnown, db.measured[own]
