@@ -241,9 +241,8 @@ func (db *SMaxDB) observe(k cellKey, sb int) bool {
 // Why not at once: the first measured value is the deepest queue seen in
 // the cell so far, which can be a segment. On the bench's mixed drive
 // (2026-12-05, run G, m2ho seed 4, the return at 103.89 s) a first
-// measure of 1448 B replaced the 449 KB the ramp had held the flow to,
-// and a window held at a floor of a segment queues no deeper, so it
-// never rose: the ramp's cap fell by RTT_min/RTT each RTT, from 2.4 MB to
+// measure of 1448 B replaced the cell's earlier 449 KB, and a window
+// held at a floor of a segment queues no deeper, so it never rose: the ramp's cap fell by RTT_min/RTT each RTT, from 2.4 MB to
 // 40 KB in 5 s, and the flow got nothing of a 1.1 Gbit/s cell for 12 s.
 // A queue measured as deep as a burst estimate's firstMeasured is near
 // the buffer (the estimates err high by a few percent) or above the
