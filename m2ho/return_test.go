@@ -41,9 +41,6 @@ type returnCase struct {
 	// delivers one segment after the next (a HARQ retransmission on the
 	// air, RLC reordering): the laptop's duplicate ACK shows no loss.
 	reorderAt, reorderEvery time.Duration
-	// phoneBatch > 0: the phone reads what the cell delivered only every
-	// phoneBatch (a loaded phone's read loop), and ACKs it then.
-	phoneBatch time.Duration
 	// dwell is the sub-6 dwell (0: 2 s); from 8 s the flow's one-way
 	// delay is measured (its sender's clock checked over two owdBuckets).
 	dwell time.Duration
@@ -300,7 +297,7 @@ func runReturn(t *testing.T, rc returnCase) returnResult {
 				RBRatio: float64(sent) / float64(capB), Bytes: sent, Serving: M})
 		}
 		busy = sent > 0
-		for len(toPhone) > 0 && toPhone[0].at <= now && (rc.phoneBatch == 0 || el%rc.phoneBatch < slot) {
+		for len(toPhone) > 0 && toPhone[0].at <= now {
 			s := toPhone[0]
 			toPhone = toPhone[1:]
 			c.OnPacket(at(0).Add(now), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: uint32(s.seq), PayloadLen: mss, WScale: 7, HasTS: true, TSval: s.tsv, TSecr: s.tsec})
