@@ -51,6 +51,13 @@ type Config struct {
 	// CellDefaults give capacity and buffer to cells a schedule names but
 	// Cells does not declare (e.g. cells of a real log), by type.
 	CellDefaults map[signaling.CellType]CellSpec
+	// DefaultCapacity, when set, gives each cell made from CellDefaults a
+	// capacity of its own (capacity_variation: measured without a
+	// capacity log: a trace of the type's measured variability, seeded by
+	// the scenario's seed and the cell's id), so the cells of a replayed
+	// drive do not share one level and a horizontal handover can step. A
+	// nil capacity keeps the default's.
+	DefaultCapacity func(id string, typ signaling.CellType) (Capacity, error)
 
 	RTT                  time.Duration // base RTT, split evenly into the one-way delays
 	UplinkMbps           float64
@@ -430,6 +437,15 @@ func (m *Model) cellFor(id string, typ signaling.CellType, scale float64, field 
 	d.ID, d.Type = id, typ
 	if d.ID == "" {
 		d.ID = typeName(typ) + "-0"
+	}
+	if m.cfg.DefaultCapacity != nil {
+		c, err := m.cfg.DefaultCapacity(d.ID, typ)
+		if err != nil {
+			return 0, fmt.Errorf("%s: cell %q: %w", field, d.ID, err)
+		}
+		if c != nil {
+			d.Capacity = c
+		}
 	}
 	return m.addCell(d, scale, field)
 }

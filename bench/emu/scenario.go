@@ -5,6 +5,7 @@ import (
 	"embed"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"io/fs"
 	"path"
@@ -675,11 +676,35 @@ func varyCells(cfg *Config) error {
 			return err
 		}
 	}
+	// The mean each type's cells made from the defaults vary around: the
+	// default's, else the first declared cell's of that type (as
+	// defaultsFromCells takes them), read before the traces replace them.
+	means := map[signaling.CellType]float64{}
 	for t, d := range cfg.CellDefaults {
+		if c, ok := d.Capacity.(Constant); ok {
+			means[dataType(t)] = c.BitsPerSecond / 1e6
+		}
 		if err := vary(&d, 1000+uint64(t), "cell_defaults."+typeName(t)); err != nil {
 			return err
 		}
 		cfg.CellDefaults[t] = d
+	}
+	for _, c := range cfg.Cells {
+		if _, ok := means[dataType(c.Type)]; !ok {
+			if k, ok := c.Capacity.(Constant); ok {
+				means[dataType(c.Type)] = k.BitsPerSecond / 1e6
+			}
+		}
+	}
+	seed := cfg.Seed
+	cfg.DefaultCapacity = func(id string, typ signaling.CellType) (Capacity, error) {
+		mean, ok := means[dataType(typ)]
+		if !ok {
+			return nil, nil // not a constant: the default's own capacity
+		}
+		h := fnv.New64a()
+		h.Write([]byte(id))
+		return MeasuredVariability[dataType(typ)].Trace(mean, length, seed*1000003+h.Sum64())
 	}
 	return nil
 }
@@ -742,6 +767,7 @@ func (l *loader) drive(xcal, align, capacity, replay string, maxLead time.Durati
 		since, d.Alignment = AlignDrive(evs, ip)
 		// The capacity log is what the serving cell delivered at each
 		// moment, whichever it was: every cell of the drive takes it.
+		cfg.DefaultCapacity = nil
 		buf := map[signaling.CellType]int64{signaling.CellSub6: MeasuredBufferSub6, signaling.CellMmWave: MeasuredBufferMmWave}
 		if cfg.CellDefaults == nil {
 			cfg.CellDefaults = map[signaling.CellType]CellSpec{}
