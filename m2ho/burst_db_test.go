@@ -220,8 +220,8 @@ func longBurst(lenUS int) []slotIn {
 // segment does not), and keeps the largest measured; later burst
 // estimates change nothing; the flag survives the file, and a file
 // without it loads as burst estimates. A cell with no value of its own
-// compares with what Lookup gives it from other cells; against
-// DefaultSMax any measure counts.
+// compares with what Lookup gives it from other cells, or with
+// DefaultSMax (unless SetFirstAgainstDefault(false)).
 func TestSMaxMeasuredSupersedes(t *testing.T) {
 	db := NewSMaxDB()
 	A := cell(sub6, "A")
@@ -254,8 +254,22 @@ func TestSMaxMeasuredSupersedes(t *testing.T) {
 	if !db.ObserveQueue(M, 400_000) {
 		t.Fatal("a measure at 0.82 of the sub-6 fallback did not count")
 	}
-	if !NewSMaxDB().ObserveQueue(A, 1448) {
-		t.Fatal("against DefaultSMax a first measure did not count")
+	// Against DefaultSMax the same rule: a window held at the default
+	// queues no deeper than it, so a segment is no buffer.
+	noneYet := NewSMaxDB()
+	if noneYet.ObserveQueue(A, 16_600) {
+		t.Fatal("a first measure of 16.6 KB replaced DefaultSMax")
+	}
+	if v, src, m := noneYet.LookupMeasured(A); v != DefaultSMax || src != SMaxDefault || m {
+		t.Fatalf("after a small first measure: %d %v measured %v, want the default", v, src, m)
+	}
+	if !noneYet.ObserveQueue(A, DefaultSMax*2/3+1) {
+		t.Fatal("a first measure at 2/3 of DefaultSMax did not count")
+	}
+	anyFirst := NewSMaxDB()
+	anyFirst.SetFirstAgainstDefault(false)
+	if !anyFirst.ObserveQueue(A, 1448) {
+		t.Fatal("with the rule off, a first measure against DefaultSMax did not count")
 	}
 	// A cell with no value of its own takes the least of its type, and
 	// that one's flag.

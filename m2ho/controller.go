@@ -168,6 +168,16 @@ type Config struct {
 	// the cell's rate as the mean of its last two per-RTT samples
 	// (pairRate); default on. Off: the last sample alone.
 	RampPairRate Toggle
+	// MmWaveHorizontalClamp: a handover predicted or commanded from an
+	// mmWave cell to another mmWave cell clamps the flows to the target's
+	// ŝ_max as any other does (§4.3, the default). Off: no clamp for it
+	// (Smoothing still holds back duplicate ACKs). §4.3 saw no overflow
+	// at mmWave → mmWave handovers and clamps them only because it
+	// assumes every mmWave buffer at least the smallest sub-6 one; an
+	// mmWave cell the phone has not measured gets that sub-6 value, a
+	// tenth or less of what a 1 Gbit/s flow has in flight, for every
+	// prediction, withdrawn ones included (see prepare).
+	MmWaveHorizontalClamp Toggle
 	// Eqn2Trace, when set, is called with every window Eqn 2 computes
 	// (in the sub-6 dwell and on the ramp), for diagnostics (m2ho run
 	// --eqn2-log). Like Observer it is called synchronously from
@@ -258,11 +268,15 @@ type Controller struct {
 	stableRate bool
 	inFlight   bool // Config.Eqn2InFlight
 	pairRamp   bool // Config.RampPairRate
-	obs        Observer
-	pred       *Predictor
-	est        bwe.Estimator
-	env        envelope // r_low for Eqn2Bound BoundEnvelope
-	burst      burstDetector
+	mmClamp    bool // Config.MmWaveHorizontalClamp
+	// unclamped: the handover in preparation goes from mmWave to mmWave
+	// and MmWaveHorizontalClamp is off: no clamp (see prepare).
+	unclamped bool
+	obs       Observer
+	pred      *Predictor
+	est       bwe.Estimator
+	env       envelope // r_low for Eqn2Bound BoundEnvelope
+	burst     burstDetector
 
 	state State
 
@@ -432,6 +446,7 @@ func New(cfg Config) *Controller {
 		stableRate:  cfg.StableRate.on(true),
 		inFlight:    cfg.Eqn2InFlight.on(true),
 		pairRamp:    cfg.RampPairRate.on(true),
+		mmClamp:     cfg.MmWaveHorizontalClamp.on(true),
 		obs:         cfg.Observer,
 		pred:        NewPredictor(cfg.Rules, cfg.DefaultT2),
 		est:         cfg.Estimator(),
@@ -450,7 +465,7 @@ func (c *Controller) Predictor() *Predictor { return c.pred }
 // Hint returns the state other consumers need.
 func (c *Controller) Hint() Hint {
 	h := Hint{State: c.state, CEst: c.est.Rate(), Serving: c.serving, Target: c.target, PassThrough: c.passThrough}
-	if c.state == Preparation {
+	if c.state == Preparation && !c.unclamped {
 		h.SMax = c.sMax
 	}
 	return h
@@ -732,6 +747,11 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 func (c *Controller) prepare(target signaling.Cell) {
 	c.target = target
 	c.sMax, c.sMaxSrc, c.sMaxMeasured = c.lookupSMax(target)
+	// Without the mmWave → mmWave clamp, ŝ_max still bounds what comes
+	// after (stableCap at random access). A flow on the ramp back to
+	// mmWave stays held: its sender's window is the stale one the ramp
+	// is there for.
+	c.unclamped = !c.mmClamp && !c.ramp && c.serving.Type == signaling.CellMmWave && target.Type == signaling.CellMmWave
 }
 
 // Dirty reports whether the ŝ_max database has unsaved changes; the caller
@@ -931,6 +951,9 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 			return Verdict{Action: Drop, Reason: ReasonSmoothing}
 		}
 		// §4.3: the flows together may have ŝ_max in flight.
+		if c.unclamped {
+			return Verdict{}
+		}
 		return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
 	case Smoothing:
 		// §4.4: hold back duplicate ACKs until this flow acknowledged
@@ -949,6 +972,9 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		// b), the backlog is still in the target's buffer, and a full
 		// window let through now (the laptop's own, MBs on mmWave) would
 		// arrive on top of it and overflow it (Finding 3).
+		if c.unclamped {
+			return Verdict{}
+		}
 		return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
 	}
 	return c.stableRwnd(now, f, p)

@@ -1028,3 +1028,45 @@ func TestEqn2Arming(t *testing.T) {
 	fx.c.Tick(at(5200))
 	check(t, "next return: held again", up(5201), rewrite(469, ReasonStableRate))
 }
+
+// MmWaveHorizontalClamp off: a handover from mmWave to mmWave, predicted
+// (A3 between mmWave cells) or commanded, clamps nothing and through its
+// Smoothing the window passes; every other type still clamps (mmWave →
+// sub-6 on A2, sub-6 → mmWave on B1), and so does the default.
+func TestMmWaveHorizontalUnclamped(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		toggle Toggle
+		want   Verdict
+	}{
+		{"default", ToggleDefault, rewrite(469, ReasonPreparation)}, // least sub-6: B, 60000 B
+		{"off", ToggleOff, pass},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newFixture(t, func(c *Config) { c.MmWaveHorizontalClamp = tc.toggle })
+			f := attach(fx, 0)
+			fx.ev(0, slotEv(0, 0))
+			fx.ev(10, a3(mmw, "M2"))
+			fx.want(Preparation)
+			check(t, "predicted mmWave → mmWave", fx.pkt(11, f, upACK(1, 65535, 7)), tc.want)
+			if h := fx.c.Hint(); (h.SMax == 0) != (tc.want == pass) {
+				t.Fatalf("hint budget %d with verdict %+v", h.SMax, tc.want)
+			}
+			fx.ev(40, command(signaling.HOIntraNR, mmw, "M2"))
+			check(t, "commanded", fx.pkt(41, f, upACK(1, 65535, 7)), tc.want)
+			fx.ev(70, raEv(signaling.RASuccess, signaling.RAHandover))
+			fx.want(Smoothing)
+			check(t, "smoothing", fx.pkt(71, f, upACK(1, 65535, 7)), tc.want)
+			if v, _ := fx.db.Lookup(cell(mmw, "M2")); fx.c.stableCap != v {
+				t.Fatalf("stableCap %d after random access, want the target's ŝ_max %d", fx.c.stableCap, v)
+			}
+			// Serving M2 (mmWave): an A2 predicts mmWave → sub-6, which
+			// clamps either way.
+			fx.ev(1000, report(signaling.MeasA2, mmw, unk, ""))
+			fx.want(Preparation)
+			if v := fx.pkt(1001, f, upACK(1, 65535, 7)); v.Action != Rewrite {
+				t.Fatalf("mmWave → sub-6 predicted: verdict %+v, want a clamp", v)
+			}
+		})
+	}
+}

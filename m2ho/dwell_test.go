@@ -74,7 +74,12 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	)
 	db := NewSMaxDB()
 	if dc.measured {
+		// A value learned earlier, as a file loads it: whatever its size
+		// against DefaultSMax (ObserveQueue's first-measure rule is for
+		// what the phone measures under a window held at it).
+		db.SetFirstAgainstDefault(false)
 		db.ObserveQueue(cell(sub6, "C"), dc.sMax)
+		db.SetFirstAgainstDefault(true)
 		if dc.full {
 			db.MarkFull(cell(sub6, "C"))
 		}

@@ -60,6 +60,9 @@ type SMaxDB struct {
 	full  map[cellKey]bool
 	gen   uint64 // changes so far; a Snapshot remembers it
 	saved uint64 // gen of the last snapshot reported Saved (or loaded)
+	// anyFirstOverDefault: a cell's first measured queue counts against
+	// DefaultSMax whatever its size (SetFirstAgainstDefault(false)).
+	anyFirstOverDefault bool
 }
 
 // SMaxSnapshot is a copy of the database's contents at one moment, in the
@@ -233,20 +236,30 @@ func (db *SMaxDB) observe(k cellKey, sb int) bool {
 // ObserveQueue records a queue of q bytes measured in cell c from one-way
 // delay (queue.go); it reports whether ŝ_max of the cell changed. A
 // measured queue replaces what the cell had before (its burst estimate,
-// or the value Lookup gave it from other cells; not DefaultSMax, which
-// knows nothing of any cell) once it is at least firstMeasured of that,
-// smaller or not: a burst estimate assumes the arrivals, a measured queue
-// does not.
+// the value Lookup gave it from other cells, or DefaultSMax) once it is
+// at least firstMeasured of that, smaller or not: a burst estimate
+// assumes the arrivals, a measured queue does not.
 //
 // Why not at once: the first measured value is the deepest queue seen in
 // the cell so far, which can be a segment. On the bench's mixed drive
 // (2026-12-05, run G, m2ho seed 4, the return at 103.89 s) a first
 // measure of 1448 B replaced the cell's earlier 449 KB, and a window
-// held at a floor of a segment queues no deeper, so it never rose: the ramp's cap fell by RTT_min/RTT each RTT, from 2.4 MB to
-// 40 KB in 5 s, and the flow got nothing of a 1.1 Gbit/s cell for 12 s.
-// A queue measured as deep as a burst estimate's firstMeasured is near
-// the buffer (the estimates err high by a few percent) or above the
+// held at a floor of a segment queues no deeper, so it never rose: the
+// ramp's cap fell by RTT_min/RTT per RTT from 2.4 MB to 40 KB in 5 s,
+// and the flow got nothing of a 1.1 Gbit/s cell for 12 s. A queue
+// measured as deep as a burst estimate's firstMeasured is near the
+// buffer (the estimates err high by a few percent) or above the
 // estimate; the window it stands for is the controller's measuredUse.
+//
+// DefaultSMax too: it knows nothing of the cell, but a window held at it
+// (Eqn 2's floor in a cell with nothing known) queues at most what the
+// pipe leaves of 64 KiB, so a first measure under it is the window's
+// queue, not the buffer's. On the bench (02-13 drive 1, seed 3, 2026-12-
+// 06) a sub-6 cell's first measure of 16.6 KB became its ŝ_max, its
+// neighbour took it through Lookup, and Eqn 2 held the flow at 11-14 KB
+// in each of three ping-pong dwells: 107/70/37 against 287/188/185
+// Mbit/s for plain CUBIC. SetFirstAgainstDefault(false) lets any first
+// measure count against the default, as before.
 func (db *SMaxDB) ObserveQueue(c signaling.Cell, q int) bool {
 	if db == nil || c.ID == "" || q <= 0 {
 		return false
@@ -255,11 +268,25 @@ func (db *SMaxDB) ObserveQueue(c signaling.Cell, q int) bool {
 	defer db.mu.Unlock()
 	k := cellKey{c.Type, c.ID}
 	if !db.measured[k] {
-		if prev, src, _ := db.lookup(c); src != SMaxDefault && float64(q) < firstMeasured*float64(prev) {
+		prev, src, _ := db.lookup(c)
+		if !(src == SMaxDefault && db.anyFirstOverDefault) && float64(q) < firstMeasured*float64(prev) {
 			return false
 		}
 	}
 	return db.observeQueue(k, q)
+}
+
+// SetFirstAgainstDefault says whether a cell's first measured queue must
+// reach firstMeasured of DefaultSMax to count when nothing else stands in
+// for the cell (on, the default), or counts whatever its size (off; the
+// rule before 2026-12-06, kept for comparing the two on the bench).
+func (db *SMaxDB) SetFirstAgainstDefault(on bool) {
+	if db == nil {
+		return
+	}
+	db.mu.Lock()
+	db.anyFirstOverDefault = !on
+	db.mu.Unlock()
 }
 
 // firstMeasured is the share of a cell's value before (a burst estimate,

@@ -59,6 +59,8 @@ type runConfig struct {
 	Eqn2Bound      string        `yaml:"eqn2-bound"`
 	RampQueue      float64       `yaml:"ramp-queue"`
 	RampPairRate   bool          `yaml:"ramp-pair-rate"`
+	MmWaveClamp    bool          `yaml:"mmwave-horizontal-clamp"`
+	FirstQueue     bool          `yaml:"first-queue-vs-default"`
 	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
@@ -114,6 +116,8 @@ func defaultRunConfig() runConfig {
 		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
 		RampQueue:          m2ho.DefaultRampQueue,
 		RampPairRate:       true,
+		MmWaveClamp:        true,
+		FirstQueue:         true,
 		TunnelHints:        true,
 		TunnelReaderYield:  true,
 		TunnelHintRateWait: tunnel.DefaultHintRateWait,
@@ -209,6 +213,8 @@ Example (as root):
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
 	fs.Float64Var(&c.RampQueue, "ramp-queue", c.RampQueue, "share of a cell's measured s_max (its buffer, learned from one-way delay) that the ramp back on mmWave lets stand queued, and adds per RTT, in (0, 1]; less leaves headroom for the cell's capacity dips, at a slower fill")
 	fs.BoolVar(&c.RampPairRate, "ramp-pair-rate", c.RampPairRate, "on the ramp back to mmWave, read the cell's rate as the mean of its last two per-RTT samples: a window-limited flow arrives in one burst per RTT and single samples swing around its rate (false: the last sample alone)")
+	fs.BoolVar(&c.MmWaveClamp, "mmwave-horizontal-clamp", c.MmWaveClamp, "clamp the flows' window to the target's buffer estimate (s_max) for a handover from one mmWave cell to another too, as the paper does (false: no clamp for those; the paper saw no overflow at them, and an mmWave cell not yet measured is clamped at the least sub-6 estimate, a fraction of a mmWave flow's window, also for every prediction later withdrawn)")
+	fs.BoolVar(&c.FirstQueue, "first-queue-vs-default", c.FirstQueue, "a cell's first buffer measure (queue from one-way delay) replaces the 64 KiB default only when it is at least 2/3 of it, as it must against any other estimate: a window held at the default queues no deeper, so a smaller first measure is the window's queue, not the buffer's (false: any first measure replaces the default)")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
 	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
 	fs.StringVar(&c.TunnelCA, "tunnel-ca", c.TunnelCA, "CA certificate (PEM) that signed the tunnel server's certificate")
@@ -427,6 +433,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 			return fmt.Errorf("--smax-db: %w", err)
 		}
 	}
+	db.SetFirstAgainstDefault(c.FirstQueue)
 
 	obs := newObserver(log)
 	var ctrlObs m2ho.Observer = obs
@@ -480,21 +487,22 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		smaxTrace = smaxL.trace
 	}
 	ctrl := m2ho.New(m2ho.Config{
-		Rules:          pred,
-		Lambda:         c.Lambda,
-		SmoothingBound: c.SmoothingBound,
-		SignalLoss:     c.SignalTimeout,
-		SignalStale:    c.SignalStale,
-		Estimator:      est,
-		Observer:       ctrlObs,
-		SMaxDB:         db,
-		StableRate:     toggle(c.StableRate),
-		Eqn2InFlight:   toggle(c.Eqn2InFlight),
-		Eqn2Bound:      eqn2Bound,
-		RampQueue:      c.RampQueue,
-		RampPairRate:   toggle(c.RampPairRate),
-		Eqn2Trace:      eqn2Trace,
-		SMaxTrace:      smaxTrace,
+		Rules:                 pred,
+		Lambda:                c.Lambda,
+		SmoothingBound:        c.SmoothingBound,
+		SignalLoss:            c.SignalTimeout,
+		SignalStale:           c.SignalStale,
+		Estimator:             est,
+		Observer:              ctrlObs,
+		SMaxDB:                db,
+		StableRate:            toggle(c.StableRate),
+		Eqn2InFlight:          toggle(c.Eqn2InFlight),
+		Eqn2Bound:             eqn2Bound,
+		RampQueue:             c.RampQueue,
+		RampPairRate:          toggle(c.RampPairRate),
+		MmWaveHorizontalClamp: toggle(c.MmWaveClamp),
+		Eqn2Trace:             eqn2Trace,
+		SMaxTrace:             smaxTrace,
 	})
 	if hf != nil {
 		hf.ctrlHint = ctrl.Hint
