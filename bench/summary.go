@@ -42,11 +42,14 @@ type Summary struct {
 	// the sender (end.sender_tcp_congestion), each value once.
 	SenderCongestion []string `json:"sender_congestion"`
 	// ConvergenceFraction and the windows state the convergence metric.
-	ConvergenceFraction float64        `json:"convergence_fraction"`
-	ConvergenceWindowsS []string       `json:"convergence_windows"`
-	Comparisons         []Comparison   `json:"comparisons"`
-	Cells               []CellSMax     `json:"cells,omitempty"`
-	HandoverTable       []HandoverStat `json:"handover_table"`
+	ConvergenceFraction float64      `json:"convergence_fraction"`
+	ConvergenceWindowsS []string     `json:"convergence_windows"`
+	Comparisons         []Comparison `json:"comparisons"`
+	// Phases is where each variant's bytes went against the baseline's,
+	// by phase of the drive (phases.go).
+	Phases        []PhaseGap     `json:"phases,omitempty"`
+	Cells         []CellSMax     `json:"cells,omitempty"`
+	HandoverTable []HandoverStat `json:"handover_table"`
 	// Sequences is issue 9's measured requirement per variant (sequence.go).
 	Sequences []SequenceSummary `json:"sequences"`
 	// RetryInvalid is --retry-invalid; Retried lists the runs of the
@@ -324,6 +327,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		s.Variants = append(s.Variants, vs)
 	}
 	s.Comparisons = compare(runs, m, s)
+	s.Phases = comparePhases(runs, s)
 	s.Sequences = summarizeSequences(runs, variantNames(m.Variants))
 	s.Valid = s.Valid && len(s.Problems) == 0 && len(runs) > 0
 	return s
@@ -631,6 +635,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 			fmt.Fprintf(b, "| %s vs %s | %s | %d | %.3f | %s |\n", c.Variant, c.Baseline, c.Metric, c.N, c.Ratio, ci)
 		}
 	}
+	writePhases(b, s.Phases)
 	if len(s.Cells) > 0 {
 		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\nThe largest over each variant's runs; * = it came from a run marked invalid (late deliveries make the estimate err high), the largest over the valid runs in brackets (– none estimated it).\n\n| cell | type | buffer (B) |")
 		var names []string
