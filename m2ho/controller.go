@@ -178,6 +178,16 @@ type Config struct {
 	// tenth or less of what a 1 Gbit/s flow has in flight, for every
 	// prediction, withdrawn ones included (see prepare).
 	MmWaveHorizontalClamp Toggle
+	// AnchorKeepsCell: an LTE anchor handover that keeps the NR data
+	// cell (EN-DC: the command names the serving NR cell as its target)
+	// is not a handover of the data path (the default). Its prediction
+	// (an LTE A3/A5 while the data is on NR) clamps to that cell's own
+	// ŝ_max, the buffer the data stays in, and its command ends the
+	// prediction: no c_est restart, no Smoothing, Eqn 2 goes on. Off:
+	// as any handover, to an NR cell of the data cell's type whose
+	// ŝ_max is not known (Lookup's fallback: on mmWave the least sub-6
+	// value, or DefaultSMax), with c_est restarted at random access.
+	AnchorKeepsCell Toggle
 	// Eqn2Trace, when set, is called with every window Eqn 2 computes
 	// (in the sub-6 dwell and on the ramp), for diagnostics (m2ho run
 	// --eqn2-log). Like Observer it is called synchronously from
@@ -264,11 +274,12 @@ type Hint struct {
 // Controller is one phone's M2HO state machine (Fig. 6). It is not safe
 // for concurrent use: one goroutine feeds it packets, events and ticks.
 type Controller struct {
-	cfg        Config
-	stableRate bool
-	inFlight   bool // Config.Eqn2InFlight
-	pairRamp   bool // Config.RampPairRate
-	mmClamp    bool // Config.MmWaveHorizontalClamp
+	cfg         Config
+	stableRate  bool
+	inFlight    bool // Config.Eqn2InFlight
+	pairRamp    bool // Config.RampPairRate
+	mmClamp     bool // Config.MmWaveHorizontalClamp
+	anchorKeeps bool // Config.AnchorKeepsCell
 	// unclamped: the handover in preparation goes from mmWave to mmWave
 	// and MmWaveHorizontalClamp is off: no clamp (see prepare).
 	unclamped bool
@@ -447,6 +458,7 @@ func New(cfg Config) *Controller {
 		inFlight:    cfg.Eqn2InFlight.on(true),
 		pairRamp:    cfg.RampPairRate.on(true),
 		mmClamp:     cfg.MmWaveHorizontalClamp.on(true),
+		anchorKeeps: cfg.AnchorKeepsCell.on(true),
 		obs:         cfg.Observer,
 		pred:        NewPredictor(cfg.Rules, cfg.DefaultT2),
 		est:         cfg.Estimator(),
@@ -575,7 +587,12 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 	case signaling.KindMACSlot:
 		c.onSlot(now, ev)
 	case signaling.KindReport:
-		c.nameServing(ev.Serving)
+		// In EN-DC an LTE report names the anchor, not the NR cell
+		// that carries the data (AnchorKeepsCell).
+		anchor := c.anchorKeeps && ev.Serving.Type == signaling.CellLTE && c.serving.ID != "" && isNR(c.serving.Type)
+		if !anchor {
+			c.nameServing(ev.Serving)
+		}
 		o := c.pred.OnEvent(now, ev)
 		if o.Kind != OutcomeNone {
 			c.obs.Prediction(now, o)
@@ -585,6 +602,12 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			return
 		}
 		if _, _, target, live := c.pred.Live(); live && !c.commanded {
+			if c.anchorKeeps && target.ID == "" && target.Type == c.serving.Type && isNR(c.serving.Type) &&
+				ev.Serving.Type == signaling.CellLTE {
+				// An anchor handover predicted from the LTE reports:
+				// the data stays in this cell's buffer.
+				target = c.serving
+			}
 			// A prediction, new or repeated: clamp to the (latest)
 			// predicted target. During Smoothing a new handover starts:
 			// the old one's smoothing ends (its forwarded data has had
@@ -602,6 +625,18 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 		c.obs.Prediction(now, o)
 		if ev.Inferred {
 			c.executed(now, o)
+			return
+		}
+		if c.anchorKeeps && ev.HO == signaling.HOLTEAnchor && ev.Target.ID != "" && ev.Target.ID == c.serving.ID {
+			// The anchor moved, the data cell did not (EN-DC with the
+			// SCG kept): its rate, buffer and Eqn 2's window stand.
+			// Not ended: a Smoothing of an earlier handover, a command
+			// of another being executed.
+			// A prediction of another handover still live keeps its
+			// clamp.
+			if _, _, _, live := c.pred.Live(); !live && c.state == Preparation && !c.commanded {
+				c.setState(now, Stable, "anchor handover keeps the data cell")
+			}
 			return
 		}
 		c.commanded, c.commandAt = true, now

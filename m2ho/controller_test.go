@@ -1070,3 +1070,55 @@ func TestMmWaveHorizontalUnclamped(t *testing.T) {
 		})
 	}
 }
+
+// AnchorKeepsCell (the default): with the data on mmWave cell M, an LTE
+// A3 (the anchor's stream) clamps to M's own ŝ_max, the buffer the data
+// stays in, not Lookup's fallback for an unknown mmWave cell (the least
+// sub-6 value); the LTE report does not make the anchor the data cell;
+// the anchor's command naming M ends the prediction without a handover
+// of the data path (no episode, no Smoothing). Off: the fallback clamp
+// and a handover to M.
+func TestAnchorKeepsDataCell(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		toggle  Toggle
+		clamp   Verdict
+		episode int
+	}{
+		{"default", ToggleDefault, rewrite(11719, ReasonPreparation), 1}, // ceil(1.5 MB / 128)
+		{"off", ToggleOff, rewrite(469, ReasonPreparation), 2},           // B, 60000 B
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newFixture(t, func(c *Config) { c.AnchorKeepsCell = tc.toggle })
+			M := cell(mmw, "M")
+			fx.db.Observe(M, 1_500_000)
+			f := attach(fx, 0)
+			fx.ev(0, command(signaling.HOSNAddition, mmw, "M"))
+			fx.ev(30, raEv(signaling.RASuccess, signaling.RAHandover))
+			fx.ev(40, &signaling.Event{Kind: signaling.KindMACSlot, Serving: M})
+			fx.ev(500, &signaling.Event{Kind: signaling.KindMACSlot, Serving: M}) // Smoothing ends at the bound
+			fx.want(Stable)
+			ep := fx.c.episode
+			fx.ev(1000, report(signaling.MeasA3, lte, lte, ""))
+			fx.want(Preparation)
+			if tc.toggle == ToggleDefault && fx.c.serving != M {
+				t.Fatalf("serving %+v after an LTE report, want the data cell M", fx.c.serving)
+			}
+			check(t, "anchor predicted", fx.pkt(1001, f, upACK(1, 65535, 7)), tc.clamp)
+			fx.ev(1100, &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOLTEAnchor, Target: M})
+			fx.ev(1133, raEv(signaling.RASuccess, signaling.RAHandover))
+			if got := int(fx.c.episode - ep); got != tc.episode-1 {
+				t.Fatalf("episodes after the anchor handover: +%d, want +%d", got, tc.episode-1)
+			}
+			if tc.toggle == ToggleDefault {
+				fx.want(Stable)
+				// The held window opens gradually (release), not clamped.
+				if v := fx.pkt(1134, f, upACK(1, 65535, 7)); v.Reason != ReasonRelease {
+					t.Fatalf("after the anchor handover: verdict %+v, want the release", v)
+				}
+			} else {
+				fx.want(Smoothing)
+			}
+		})
+	}
+}

@@ -61,6 +61,7 @@ type runConfig struct {
 	RampPairRate   bool          `yaml:"ramp-pair-rate"`
 	MmWaveClamp    bool          `yaml:"mmwave-horizontal-clamp"`
 	FirstQueue     bool          `yaml:"first-queue-vs-default"`
+	AnchorKeeps    bool          `yaml:"anchor-keeps-cell"`
 	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
@@ -118,6 +119,7 @@ func defaultRunConfig() runConfig {
 		RampPairRate:       true,
 		MmWaveClamp:        true,
 		FirstQueue:         true,
+		AnchorKeeps:        true,
 		TunnelHints:        true,
 		TunnelReaderYield:  true,
 		TunnelHintRateWait: tunnel.DefaultHintRateWait,
@@ -215,6 +217,7 @@ Example (as root):
 	fs.BoolVar(&c.RampPairRate, "ramp-pair-rate", c.RampPairRate, "on the ramp back to mmWave, read the cell's rate as the mean of its last two per-RTT samples: a window-limited flow arrives in one burst per RTT and single samples swing around its rate (false: the last sample alone)")
 	fs.BoolVar(&c.MmWaveClamp, "mmwave-horizontal-clamp", c.MmWaveClamp, "clamp the flows' window to the target's buffer estimate (s_max) for a handover from one mmWave cell to another too, as the paper does (false: no clamp for those; the paper saw no overflow at them, and an mmWave cell not yet measured is clamped at the least sub-6 estimate, a fraction of a mmWave flow's window, also for every prediction later withdrawn)")
 	fs.BoolVar(&c.FirstQueue, "first-queue-vs-default", c.FirstQueue, "a cell's first buffer measure (queue from one-way delay) replaces the 64 KiB default only when it is at least 2/3 of it, as it must against any other estimate: a window held at the default queues no deeper, so a smaller first measure is the window's queue, not the buffer's (false: any first measure replaces the default)")
+	fs.BoolVar(&c.AnchorKeeps, "anchor-keeps-cell", c.AnchorKeeps, "an LTE anchor handover whose command keeps the NR data cell (NSA with the secondary leg kept) is not a handover of the data path: its prediction clamps to that cell's own s_max, its command ends the prediction, c_est and Eqn 2's window carry on (false: a handover to an NR cell of unknown buffer, with c_est restarted)")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
 	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
 	fs.StringVar(&c.TunnelCA, "tunnel-ca", c.TunnelCA, "CA certificate (PEM) that signed the tunnel server's certificate")
@@ -501,6 +504,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		RampQueue:             c.RampQueue,
 		RampPairRate:          toggle(c.RampPairRate),
 		MmWaveHorizontalClamp: toggle(c.MmWaveClamp),
+		AnchorKeepsCell:       toggle(c.AnchorKeeps),
 		Eqn2Trace:             eqn2Trace,
 		SMaxTrace:             smaxTrace,
 	})
