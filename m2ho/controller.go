@@ -181,9 +181,10 @@ type Config struct {
 	// AnchorKeepsCell: an LTE anchor handover that keeps the NR data
 	// cell (EN-DC: the command names the serving NR cell as its target)
 	// is not a handover of the data path (the default). Its prediction
-	// (an LTE A3/A5 while the data is on NR) clamps to that cell's own
-	// ŝ_max, the buffer the data stays in, and its command ends the
-	// prediction: no c_est restart, no Smoothing, Eqn 2 goes on. Off:
+	// (an LTE A3/A5 while the data is on NR) and its command, to random
+	// access, clamp to that cell's own ŝ_max, the buffer the data stays
+	// in (the SN pauses it meanwhile, TS 37.340 §10.7); then Stable: no
+	// c_est restart, no Smoothing, Eqn 2's window goes on. Off:
 	// as any handover, to an NR cell of the data cell's type whose
 	// ŝ_max is not known (Lookup's fallback: on mmWave the least sub-6
 	// value, or DefaultSMax), with c_est restarted at random access.
@@ -280,6 +281,7 @@ type Controller struct {
 	pairRamp    bool // Config.RampPairRate
 	mmClamp     bool // Config.MmWaveHorizontalClamp
 	anchorKeeps bool // Config.AnchorKeepsCell
+	keepCell    bool // the command being executed is an anchor handover that keeps the data cell
 	// unclamped: the handover in preparation goes from mmWave to mmWave
 	// and MmWaveHorizontalClamp is off: no clamp (see prepare).
 	unclamped bool
@@ -627,19 +629,18 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			c.executed(now, o)
 			return
 		}
-		if c.anchorKeeps && ev.HO == signaling.HOLTEAnchor && ev.Target.ID != "" && ev.Target.ID == c.serving.ID {
-			// The anchor moved, the data cell did not (EN-DC with the
-			// SCG kept): its rate, buffer and Eqn 2's window stand.
-			// Not ended: a Smoothing of an earlier handover, a command
-			// of another being executed.
-			// A prediction of another handover still live keeps its
-			// clamp.
-			if _, _, _, live := c.pred.Live(); !live && c.state == Preparation && !c.commanded {
-				c.setState(now, Stable, "anchor handover keeps the data cell")
-			}
+		// The anchor moved, the data cell did not (EN-DC with the SCG
+		// kept, AnchorKeepsCell): the SN pauses the data until the UE
+		// is back (TS 37.340 §10.7), so the clamp to the cell's own
+		// ŝ_max holds to random access; its rate, buffer and Eqn 2's
+		// window stand (see the random access below).
+		c.keepCell = c.anchorKeeps && ev.HO == signaling.HOLTEAnchor && ev.Target.ID != "" && ev.Target.ID == c.serving.ID
+		c.commanded, c.commandAt = true, now
+		if c.keepCell {
+			c.prepare(c.serving)
+			c.setState(now, Preparation, "anchor handover command, data cell kept")
 			return
 		}
-		c.commanded, c.commandAt = true, now
 		c.prepare(o.Target)
 		c.armEqn2(o)
 		// The UE drops the source cell's link-layer context: a burst in
@@ -652,6 +653,11 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			c.setState(now, Preparation, "handover command during smoothing")
 		}
 	case signaling.KindRandomAccess:
+		if ev.RAResult == signaling.RASuccess && c.commanded && c.state == Preparation && c.keepCell {
+			c.commanded, c.keepCell = false, false
+			c.setState(now, Stable, "random access success: anchor handover, data cell kept")
+			return
+		}
 		if ev.RAResult == signaling.RASuccess && c.commanded && c.state == Preparation {
 			c.commanded = false
 			c.smoothAt = now

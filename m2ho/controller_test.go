@@ -1075,9 +1075,9 @@ func TestMmWaveHorizontalUnclamped(t *testing.T) {
 // A3 (the anchor's stream) clamps to M's own ŝ_max, the buffer the data
 // stays in, not Lookup's fallback for an unknown mmWave cell (the least
 // sub-6 value); the LTE report does not make the anchor the data cell;
-// the anchor's command naming M ends the prediction without a handover
-// of the data path (no episode, no Smoothing). Off: the fallback clamp
-// and a handover to M.
+// the anchor's command naming M keeps that clamp until random access,
+// which ends it without a handover of the data path (no episode, no
+// Smoothing, c_est kept). Off: the fallback clamp and a handover to M.
 func TestAnchorKeepsDataCell(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -1085,8 +1085,8 @@ func TestAnchorKeepsDataCell(t *testing.T) {
 		clamp   Verdict
 		episode int
 	}{
-		{"default", ToggleDefault, rewrite(11719, ReasonPreparation), 1}, // ceil(1.5 MB / 128)
-		{"off", ToggleOff, rewrite(469, ReasonPreparation), 2},           // B, 60000 B
+		{"default", ToggleDefault, rewrite(11719, ReasonPreparation), 0}, // ceil(1.5 MB / 128)
+		{"off", ToggleOff, rewrite(469, ReasonPreparation), 1},           // B, 60000 B
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			fx := newFixture(t, func(c *Config) { c.AnchorKeepsCell = tc.toggle })
@@ -1096,7 +1096,7 @@ func TestAnchorKeepsDataCell(t *testing.T) {
 			fx.ev(0, command(signaling.HOSNAddition, mmw, "M"))
 			fx.ev(30, raEv(signaling.RASuccess, signaling.RAHandover))
 			fx.ev(40, &signaling.Event{Kind: signaling.KindMACSlot, Serving: M})
-			fx.ev(500, &signaling.Event{Kind: signaling.KindMACSlot, Serving: M}) // Smoothing ends at the bound
+			fx.ev(500, &signaling.Event{Kind: signaling.KindMACSlot, Serving: M}) // Smoothing ended at its bound
 			fx.want(Stable)
 			ep := fx.c.episode
 			fx.ev(1000, report(signaling.MeasA3, lte, lte, ""))
@@ -1106,9 +1106,13 @@ func TestAnchorKeepsDataCell(t *testing.T) {
 			}
 			check(t, "anchor predicted", fx.pkt(1001, f, upACK(1, 65535, 7)), tc.clamp)
 			fx.ev(1100, &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOLTEAnchor, Target: M})
+			fx.want(Preparation)
+			if v := fx.pkt(1101, f, upACK(1, 65535, 7)); v.Reason != ReasonPreparation || v.Window < tc.clamp.Window {
+				t.Fatalf("anchor commanded: verdict %+v, want a clamp at least %d", v, tc.clamp.Window)
+			}
 			fx.ev(1133, raEv(signaling.RASuccess, signaling.RAHandover))
-			if got := int(fx.c.episode - ep); got != tc.episode-1 {
-				t.Fatalf("episodes after the anchor handover: +%d, want +%d", got, tc.episode-1)
+			if got := int(fx.c.episode - ep); got != tc.episode {
+				t.Fatalf("episodes after the anchor handover: +%d, want +%d", got, tc.episode)
 			}
 			if tc.toggle == ToggleDefault {
 				fx.want(Stable)
