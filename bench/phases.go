@@ -136,13 +136,7 @@ func comparePhases(runs []RunResult, s Summary) []PhaseGap {
 		return nil
 	}
 	base := s.Variants[baseline(s)].Name
-	byRep := map[string]map[int]RunResult{}
-	for _, r := range runs {
-		if byRep[r.Variant] == nil {
-			byRep[r.Variant] = map[int]RunResult{}
-		}
-		byRep[r.Variant][r.Index] = r
-	}
+	byRep := runsByRep(runs)
 	var out []PhaseGap
 	for _, v := range s.Variants {
 		if v.Name == base {

@@ -333,13 +333,8 @@ func Summarize(runs []RunResult, m Meta) Summary {
 	return s
 }
 
-// compare pairs each variant's runs with the baseline's of the same
-// repetition (the same seed) for the goodput and convergence ratios.
-func compare(runs []RunResult, m Meta, s Summary) []Comparison {
-	if len(s.Variants) < 2 {
-		return nil
-	}
-	base := s.Variants[baseline(s)].Name
+// runsByRep indexes runs by variant, then repetition.
+func runsByRep(runs []RunResult) map[string]map[int]RunResult {
 	byRep := map[string]map[int]RunResult{}
 	for _, r := range runs {
 		if byRep[r.Variant] == nil {
@@ -347,6 +342,17 @@ func compare(runs []RunResult, m Meta, s Summary) []Comparison {
 		}
 		byRep[r.Variant][r.Index] = r
 	}
+	return byRep
+}
+
+// compare pairs each variant's runs with the baseline's of the same
+// repetition (the same seed) for the goodput and convergence ratios.
+func compare(runs []RunResult, m Meta, s Summary) []Comparison {
+	if len(s.Variants) < 2 {
+		return nil
+	}
+	base := s.Variants[baseline(s)].Name
+	byRep := runsByRep(runs)
 	meanConv := func(r RunResult, w string) float64 {
 		var xs []float64
 		for _, c := range r.ConvergenceByWindow[w] {
