@@ -604,8 +604,7 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			return
 		}
 		if _, _, target, live := c.pred.Live(); live && !c.commanded {
-			if c.anchorKeeps && target.ID == "" && target.Type == c.serving.Type && isNR(c.serving.Type) &&
-				ev.Serving.Type == signaling.CellLTE {
+			if anchor && target.ID == "" && target.Type == c.serving.Type {
 				// An anchor handover predicted from the LTE reports:
 				// the data stays in this cell's buffer.
 				target = c.serving
@@ -992,10 +991,7 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 			return Verdict{Action: Drop, Reason: ReasonSmoothing}
 		}
 		// §4.3: the flows together may have ŝ_max in flight.
-		if c.unclamped {
-			return Verdict{}
-		}
-		return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
+		return c.targetClamp(f, p)
 	case Smoothing:
 		// §4.4: hold back duplicate ACKs until this flow acknowledged
 		// everything it had received before the command (an ACK that
@@ -1013,12 +1009,19 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 		// b), the backlog is still in the target's buffer, and a full
 		// window let through now (the laptop's own, MBs on mmWave) would
 		// arrive on top of it and overflow it (Finding 3).
-		if c.unclamped {
-			return Verdict{}
-		}
-		return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
+		return c.targetClamp(f, p)
 	}
 	return c.stableRwnd(now, f, p)
+}
+
+// targetClamp is §4.3's clamp of Preparation and Smoothing: the flow's
+// share of the target's ŝ_max, none for an unclamped handover (see
+// prepare).
+func (c *Controller) targetClamp(f *Flow, p *Packet) Verdict {
+	if c.unclamped {
+		return Verdict{}
+	}
+	return c.clamp(f, p, c.sMax/c.shareOf(f), ReasonPreparation)
 }
 
 // stableRwnd is Eqn 2 (§4.5): rwnd = λ·c_est·RTT_min/RTT, with c_est the
