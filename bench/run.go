@@ -62,6 +62,9 @@ type Config struct {
 	// passed to the emulator and used for the scenario the bench reports.
 	XCAL, Capacity string
 	LateThreshold  float64 // --late-threshold PCT for the emulator (0 = its default)
+	// NoAnchorPause replays LTE anchor handovers that keep the NR cell as
+	// signalling only (the emulator's --anchor-pause=false).
+	NoAnchorPause bool
 	// RetryInvalid is how many times a repetition with an invalid run is
 	// set aside and made again, all its variants (retry.go); 0 = never.
 	RetryInvalid int
@@ -888,6 +891,9 @@ func (r *runner) startEmulator(ctx context.Context, emuDur time.Duration, emuLog
 		if r.cfg.Capacity != "" {
 			emuArgs = append(emuArgs, "--capacity", r.cfg.Capacity)
 		}
+	}
+	if r.cfg.NoAnchorPause {
+		emuArgs = append(emuArgs, "--anchor-pause=false")
 	}
 	if r.cfg.LateThreshold > 0 {
 		emuArgs = append(emuArgs, "--late-threshold", strconv.FormatFloat(r.cfg.LateThreshold, 'g', -1, 64))

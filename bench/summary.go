@@ -116,8 +116,11 @@ type EmulatorBlock struct {
 	OverflowDrops  int64   `json:"overflow_drops"`
 	ReorderFlushes int64   `json:"reorder_flushes"`
 	FalseAlarms    int64   `json:"false_alarms"`
-	MaxLateMs      float64 `json:"max_late_ms"`
-	EventsDropped  int64   `json:"events_dropped"`
+	// AnchorPauses: the link's pauses at LTE anchor handovers that keep
+	// the NR cell, per run (the most of any run).
+	AnchorPauses  int64   `json:"anchor_pauses"`
+	MaxLateMs     float64 `json:"max_late_ms"`
+	EventsDropped int64   `json:"events_dropped"`
 	// LateCauses: the late deliveries of all runs by the part of the
 	// emulator's loop that dominated their lateness (emulator.json
 	// loop.late_by_cause: wake, write_down, events, ...).
@@ -168,6 +171,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		e.ReorderFlushes += r.Emu.ReorderFlushes
 		e.EventsDropped += r.Emu.EventsDropped
 		e.FalseAlarms = max(e.FalseAlarms, r.Emu.FalseAlarms)
+		e.AnchorPauses = max(e.AnchorPauses, r.Emu.AnchorPauses)
 		if r.Emu.Loop != nil {
 			for k, c := range r.Emu.Loop.LateByCause {
 				if e.LateCauses == nil {
@@ -554,6 +558,9 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "- scale: %g (capacities and buffers x%g)\n", s.Scale, s.Scale)
 	fmt.Fprintf(&b, "- handovers in the first run: %d, false alarms (most in a run): %d, runs per variant: %d, %.0f s each, seed %d (each seed draws its own synthetic drive; the variants of a repetition share it)\n",
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
+	if s.Emulator.AnchorPauses > 0 {
+		fmt.Fprintf(&b, "- link pauses at LTE anchor handovers that keep the NR cell (not counted as handovers; command to the logged random access, queue kept): %d per run\n", s.Emulator.AnchorPauses)
+	}
 	fmt.Fprintf(&b, "- emulator: late %.2f %% (worst run), max late %.1f ms, overflow drops %d, reorder flushes %d, events dropped %d\n",
 		s.Emulator.LatePct, s.Emulator.MaxLateMs, s.Emulator.OverflowDrops, s.Emulator.ReorderFlushes, s.Emulator.EventsDropped)
 	if e := s.Emulator; e.HostStealRuns > 0 {

@@ -2,6 +2,7 @@ package emu
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/m2ho/m2ho/signaling"
@@ -9,8 +10,9 @@ import (
 
 // ReplayLog derives a schedule that replays a real signalling log as it
 // is: the handovers FromEvents finds (the commands that move the data to
-// another cell) carry the logged command and the logged random access that
-// completed them, at their logged times, and every other event of the log
+// another cell) and its pauses (commands that keep it on the serving cell)
+// carry the logged command and the logged random access that completed
+// them, at their logged times, and every other event of the log
 // (each report, re-sent ones included, A1s, commands that move no data,
 // failed or aborted random access) is published unchanged at its logged
 // time (Schedule.Replay). The predictor thus faces the log's real report
@@ -19,26 +21,36 @@ import (
 func ReplayLog(evs []signaling.Event, since func(time.Time) time.Duration, maxLead time.Duration) Schedule {
 	s := FromEvents(evs, since, maxLead)
 	s.FalseAlarms = nil // the log's own reports and A1s are replayed instead
-	hi := 0             // next handover to match
-	cur := -1           // the last matched handover, awaiting its random access
+	// Handovers and pauses (commands that keep the data cell) in command
+	// order: each takes its logged command and the random access after it.
+	cmds := make([]*Handover, 0, len(s.Handovers)+len(s.Pauses))
+	for i := range s.Handovers {
+		cmds = append(cmds, &s.Handovers[i])
+	}
+	for i := range s.Pauses {
+		cmds = append(cmds, &s.Pauses[i])
+	}
+	sort.SliceStable(cmds, func(i, j int) bool { return cmds[i].At < cmds[j].At })
+	hi := 0   // next command to match
+	cur := -1 // the last matched command, awaiting its random access
 	for i := range evs {
 		e := evs[i]
 		t := since(e.Time)
 		if t < 0 {
 			continue
 		}
-		if e.Kind == signaling.KindHOCommand && hi < len(s.Handovers) && s.Handovers[hi].At == t {
-			h := &s.Handovers[hi]
+		if e.Kind == signaling.KindHOCommand && hi < len(cmds) && cmds[hi].At == t {
+			h := cmds[hi]
 			ev := e
 			h.Command, h.NoReport = &ev, true
 			cur, hi = hi, hi+1
 			continue
 		}
-		if e.Kind == signaling.KindRandomAccess && e.RAResult == signaling.RASuccess && cur >= 0 && s.Handovers[cur].RAEvent == nil {
-			h := &s.Handovers[cur]
+		if e.Kind == signaling.KindRandomAccess && e.RAResult == signaling.RASuccess && cur >= 0 && cmds[cur].RAEvent == nil {
+			h := cmds[cur]
 			next := time.Duration(1 << 62)
-			if cur+1 < len(s.Handovers) {
-				next = s.Handovers[cur+1].At
+			if cur+1 < len(cmds) {
+				next = cmds[cur+1].At
 			}
 			if t > h.At && t < next && t-h.At <= MaxLoggedInterruption {
 				ev := e

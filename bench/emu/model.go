@@ -104,6 +104,12 @@ type Config struct {
 	FlushDelay   time.Duration
 	Interruption time.Duration // hard interruption, no delivery either way
 	A1After      time.Duration // report → A1 of a false alarm
+	// AnchorPause stops the link at Schedule.Pauses (anchor handovers
+	// that keep the data cell) from the command to the logged random
+	// access (else CommandToExec+Interruption), as a handover does, but
+	// with the queue kept in the same cell and no planned flush hole;
+	// off, their events are published as signalling only.
+	AnchorPause bool
 
 	Schedule Schedule
 	Duration time.Duration // informational: the run's length
@@ -131,6 +137,7 @@ func DefaultConfig() Config {
 		FlushDelay:    5 * time.Millisecond,
 		Interruption:  27 * time.Millisecond,
 		A1After:       120 * time.Millisecond,
+		AnchorPause:   true,
 		Scale:         1,
 	}
 }
@@ -168,6 +175,7 @@ type Counters struct {
 	FromMmWave         int64
 	OverflowFromMmWave int64
 	ReplayedEvents     int64 // logged signalling events replayed as they are (Schedule.Replay)
+	AnchorPauses       int64 // pauses of the link at commands that keep the data cell (Schedule.Pauses)
 	Reports            int64
 	FalseAlarms        int64
 	Handovers          [2][2]int64 // [from mmWave][to mmWave]: [0][0] sub-6→sub-6, [0][1] sub-6→mmWave, ...
@@ -230,6 +238,10 @@ type hoPlan struct {
 	// overflow (Finding 3), the one count behind OverflowHandovers.
 	drops, holes, early int64
 	targetDrops         int64
+	// keep: a pause (Schedule.Pauses), from == to; not a handover of
+	// the records and counters, drops after it stay with the handover
+	// before.
+	keep bool
 }
 
 type window struct{ from, to time.Duration }
@@ -453,6 +465,7 @@ func (m *Model) cellFor(id string, typ signaling.CellType, scale float64, field 
 func (m *Model) plan(sc Schedule, scale float64) error {
 	hos := append([]Handover(nil), sc.Handovers...)
 	sort.SliceStable(hos, func(i, j int) bool { return hos[i].At < hos[j].At })
+	hos = m.mergePauses(hos, sc.Pauses)
 	serving := m.serving
 	var prevRA time.Duration = -1
 	type change struct {
@@ -462,18 +475,22 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 	changes := []change{{-1 << 62, serving}}
 	for i, h := range hos {
 		field := fmt.Sprintf("schedule.handovers[%d]", i)
-		to, err := m.cellFor(h.To, h.ToType, scale, field+".to")
-		if err != nil {
-			return err
-		}
-		if to == serving {
-			return fmt.Errorf("%s.to: cell %q is already serving at %v", field, m.cells[to].ID, h.At)
+		keep := h.keep
+		to := serving
+		if !keep {
+			var err error
+			if to, err = m.cellFor(h.To, h.ToType, scale, field+".to"); err != nil {
+				return err
+			}
+			if to == serving {
+				return fmt.Errorf("%s.to: cell %q is already serving at %v", field, m.cells[to].ID, h.At)
+			}
 		}
 		if h.At <= prevRA {
 			return fmt.Errorf("%s.at: command at %v before the previous handover completes at %v", field, h.At, prevRA)
 		}
 		lead := h.Lead
-		if lead <= 0 {
+		if lead <= 0 && !keep { // a pause draws nothing: the handovers' draws stay as without it
 			lead = m.cfg.Lead.Draw(m.rng)
 		}
 		from := m.cells[serving].Type
@@ -501,7 +518,8 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		if p.report < 0 {
 			p.report = 0
 		}
-		if m.cfg.FlushHoles > 0 && m.rng.Float64() < m.cfg.FlushHoles {
+		p.keep = keep
+		if !keep && m.cfg.FlushHoles > 0 && m.rng.Float64() < m.cfg.FlushHoles {
 			// The failed block went out d before the command, d within
 			// the HARQ/RLC retransmission delay, so the retransmission
 			// is still pending when the command comes.
@@ -515,6 +533,9 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		m.plans = append(m.plans, p)
 		k := len(m.plans) - 1
 		cmdEv := signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOIntraNR, Serving: m.cells[serving].sig, Target: m.cells[to].sig}
+		if keep {
+			cmdEv.HO = signaling.HOLTEAnchor // the anchor changes, the NR cell stays
+		}
 		if h.Command != nil {
 			cmdEv = *h.Command // the logged command, as it was
 		}
@@ -634,6 +655,53 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 	sort.SliceStable(m.ctrls, func(i, j int) bool { return m.ctrls[i].t < m.ctrls[j].t })
 	m.holePlan = m.nextHole(0)
 	return nil
+}
+
+// mergePauses puts the schedule's pauses (commands that keep the data
+// cell) among its handovers (sorted), in command order, marked keep. A
+// pause is left out when Config.AnchorPause is off, or when it would
+// overlap a handover or another pause (the interruption of one must end
+// before the next command); its logged command and random access are then
+// published as signalling only, as they were.
+func (m *Model) mergePauses(hos, pauses []Handover) []Handover {
+	if len(pauses) == 0 {
+		return hos
+	}
+	end := func(h Handover) time.Duration {
+		if h.RA > h.At {
+			return h.RA
+		}
+		return h.At + m.cfg.CommandToExec + m.cfg.Interruption
+	}
+	ps := append([]Handover(nil), pauses...)
+	sort.SliceStable(ps, func(i, j int) bool { return ps[i].At < ps[j].At })
+	out := make([]Handover, 0, len(hos)+len(ps))
+	hi := 0
+	lastEnd := time.Duration(-1)
+	for _, p := range ps {
+		for hi < len(hos) && hos[hi].At <= p.At {
+			out = append(out, hos[hi])
+			lastEnd = max(lastEnd, end(hos[hi]))
+			hi++
+		}
+		next := time.Duration(1 << 62)
+		if hi < len(hos) {
+			next = hos[hi].At
+		}
+		if !m.cfg.AnchorPause || p.At <= lastEnd || end(p) >= next {
+			if p.Command != nil {
+				m.ctrls = append(m.ctrls, ctrl{t: p.At, kind: ctrlReplay, ho: -1, ev: *p.Command})
+			}
+			if p.RAEvent != nil {
+				m.ctrls = append(m.ctrls, ctrl{t: p.RA, kind: ctrlReplay, ho: -1, ev: *p.RAEvent})
+			}
+			continue
+		}
+		p.keep = true
+		out = append(out, p)
+		lastEnd = end(p)
+	}
+	return append(out, hos[hi:]...)
 }
 
 func minRTT(by map[signaling.CellType]time.Duration) time.Duration {
@@ -978,11 +1046,16 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 		m.c.Reports++
 		m.c.FalseAlarms++
 	case ctrlCommand:
-		m.curPlan = c.ho
-		m.command(&m.plans[c.ho], at, t, out)
-		if m.cells[m.plans[c.ho].from].Type == signaling.CellMmWave {
-			m.c.FromMmWave++
+		p := &m.plans[c.ho]
+		if p.keep {
+			m.c.AnchorPauses++
+		} else {
+			m.curPlan = c.ho
+			if m.cells[p.from].Type == signaling.CellMmWave {
+				m.c.FromMmWave++
+			}
 		}
+		m.command(p, at, t, out)
 	case ctrlReplay:
 		m.c.ReplayedEvents++
 		if e.Kind == signaling.KindReport {
@@ -1004,7 +1077,9 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 // whose buffer tail-drops the excess (Finding 3). The downlink is served
 // again only after random access to the target.
 func (m *Model) command(p *hoPlan, at, t time.Duration, out *[]Delivery) {
-	m.c.Handovers[b2i(m.cells[p.from].Type == signaling.CellMmWave)][b2i(m.cells[p.to].Type == signaling.CellMmWave)]++
+	if !p.keep {
+		m.c.Handovers[b2i(m.cells[p.from].Type == signaling.CellMmWave)][b2i(m.cells[p.to].Type == signaling.CellMmWave)]++
+	}
 	// Packets already received (behind a hole) go to IP at the flush,
 	// FlushDelay after the command; those still awaiting retransmission
 	// (the holes) go to the target. Nothing new reaches the UE before
@@ -1029,7 +1104,7 @@ func (m *Model) command(p *hoPlan, at, t time.Duration, out *[]Delivery) {
 			}
 		}
 	}
-	if holes > 0 && early > 0 {
+	if holes > 0 && early > 0 && !p.keep {
 		m.c.ReorderFlushes++
 	}
 	m.c.FlushedEarly += early

@@ -48,13 +48,17 @@ type CapacityBin struct {
 }
 
 // HandoverRecords lists the handovers whose command came by until (an
-// offset from the start): exactly the commands the model has emitted once
-// it was stepped to until.
+// offset from the start): exactly the handover commands the model has
+// emitted once it was stepped to until (pauses, Schedule.Pauses, are not
+// handovers).
 func (m *Model) HandoverRecords(until time.Duration) []HandoverRecord {
 	var out []HandoverRecord
 	for _, p := range m.plans {
 		if p.cmd > until {
 			break // plans are in command order
+		}
+		if p.keep {
+			continue // a pause of the link, not a handover
 		}
 		out = append(out, HandoverRecord{Report: p.report, Command: p.cmd, RA: p.ra,
 			From: m.cells[p.from].sig, To: m.cells[p.to].sig,
@@ -191,9 +195,12 @@ type Summary struct {
 	FlushedHoles     int64   `json:"flushed_holes"`
 	FalseAlarms      int64   `json:"false_alarms"`
 	Handovers        int64   `json:"handovers"`
-	DupAcksUp        int64   `json:"dup_acks_up"`
-	EventsPublished  int64   `json:"events_published"`
-	EventsDropped    int64   `json:"events_dropped"`
+	// AnchorPauses are the link's pauses at commands that keep the data
+	// cell (LTE anchor handovers; not in Handovers).
+	AnchorPauses    int64 `json:"anchor_pauses"`
+	DupAcksUp       int64 `json:"dup_acks_up"`
+	EventsPublished int64 `json:"events_published"`
+	EventsDropped   int64 `json:"events_dropped"`
 	// Per-handover findings (the calibration report's frequencies):
 	// handovers whose flush had holes are ReorderFlushes; these count
 	// handovers with a target-buffer overflow (command until one RTT after

@@ -183,6 +183,9 @@ type scenarioFile struct {
 		FlushDelay    *time.Duration `yaml:"flush_delay"`
 		Interruption  *time.Duration `yaml:"interruption"`
 		A1After       *time.Duration `yaml:"a1_after"`
+		// AnchorPause: pause the link at LTE anchor handovers that keep
+		// the NR cell (Config.AnchorPause; default true).
+		AnchorPause *bool `yaml:"anchor_pause"`
 	} `yaml:"handover"`
 	Cells        []cellFile          `yaml:"cells"`
 	CellDefaults map[string]cellFile `yaml:"cell_defaults"`
@@ -500,6 +503,9 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 			}
 			*p.dst = *p.v
 		}
+	}
+	if f.Handover.AnchorPause != nil {
+		cfg.AnchorPause = *f.Handover.AnchorPause
 	}
 	for i, cf := range f.Cells {
 		field := fmt.Sprintf("cells[%d]", i)

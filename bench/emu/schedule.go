@@ -40,6 +40,8 @@ type Handover struct {
 	// Command and RAEvent, when set, are the logged events published for
 	// the command and the random access instead of synthesized ones.
 	Command, RAEvent *signaling.Event
+
+	keep bool // a pause (Schedule.Pauses): the data stays on the serving cell
 }
 
 // ReplayEvent is a logged signalling event published at its logged time,
@@ -80,12 +82,21 @@ func (fa FalseAlarm) End(a1After time.Duration) time.Duration {
 // Schedule is the mobility of one run: the first serving cell, then
 // handovers and false alarms.
 type Schedule struct {
-	Start       string
-	StartType   signaling.CellType // used when Start is not a declared cell
-	Handovers   []Handover
+	Start     string
+	StartType signaling.CellType // used when Start is not a declared cell
+	Handovers []Handover
+	// Pauses are commands that keep the data on the serving cell: an
+	// EN-DC LTE anchor handover that keeps the NR cell (XCAL's "ENDC LTE
+	// HO Request (DiffLTE-SameNR)"). TS 37.340 §10.7: the source MN asks
+	// the SN to stop providing user data, and the UE synchronises to the
+	// same SN again after the MN handover, so the NR leg carries nothing
+	// from the command to that random access, and its data waits in the
+	// same cell's buffer. To names the kept cell; with Config.AnchorPause
+	// off they are replayed as signalling only.
+	Pauses      []Handover
 	FalseAlarms []FalseAlarm
 	// Replay holds the logged events of a replayed drive that are not a
-	// handover's command or random access, in time order.
+	// handover's (or pause's) command or random access, in time order.
 	Replay []ReplayEvent
 }
 
@@ -438,11 +449,20 @@ func FromEvents(evs []signaling.Event, since func(time.Time) time.Duration, maxL
 				serving = tt
 				continue
 			}
-			// A command that keeps the data on the same cell (an LTE
-			// anchor change under the same NR cell), or that comes
-			// before the previous handover could complete, is not a
-			// handover of the emulated link.
-			if id == servingID || t-lastCmd < minHOGap {
+			// A command that comes before the previous handover could
+			// complete, or that keeps the data on the same cell, is not
+			// a handover of the emulated link. Of the latter, an LTE
+			// anchor handover under the same NR cell pauses it (an SN
+			// addition naming the serving cell, after an SN change
+			// whose random access aborted, does not: the data rode the
+			// LTE leg meanwhile, as the capacity log shows).
+			if t-lastCmd < minHOGap {
+				continue
+			}
+			if id == servingID {
+				if e.HO == signaling.HOLTEAnchor {
+					s.Pauses = append(s.Pauses, Handover{At: t, To: id, ToType: tt, NoReport: true})
+				}
 				continue
 			}
 			h := Handover{At: t, To: id, ToType: tt}

@@ -19,10 +19,11 @@ import (
 // emulated link, per variant.
 func newBenchCmd(g *globalFlags) *cobra.Command {
 	var (
-		cfg       bench.Config
-		variants  []string
-		defs      []string
-		reanalyze string
+		cfg         bench.Config
+		variants    []string
+		defs        []string
+		reanalyze   string
+		anchorPause bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
@@ -75,6 +76,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 				return err
 			}
 			cfg.Variants = vs
+			cfg.NoAnchorPause = !anchorPause
 			cfg.Log = log
 			cfg.Progress = os.Stderr
 			cfg.CommandLine = "m2ho " + strings.Join(os.Args[1:], " ")
@@ -136,6 +138,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 	f.StringVar(&cfg.Capacity, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log, the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "shared data directory for scenarios built from measurements")
 	f.Float64Var(&cfg.LateThreshold, "late-threshold", 0, "emulator: percent of late deliveries that make a run invalid (0: its default)")
+	f.BoolVar(&anchorPause, "anchor-pause", true, "emulator: pause the link at LTE anchor handovers that keep the NR cell (command to random access, the queue kept; TS 37.340 10.7); false replays them as signalling only, as before 2026-12-06")
 	f.IntVar(&cfg.RetryInvalid, "retry-invalid", 0, "make a repetition again, all its variants with the same seed, when one of its runs is invalid (the emulator could not keep up), at most N times; the attempts set aside are kept in OUT/runs-retried and listed in the summary")
 	f.IntVar(&cfg.Port, "port", 5201, "iperf3 port")
 	f.StringVar(&reanalyze, "reanalyze", "", "re-read DIR/runs of a finished bench and rewrite its outputs (no runs)")

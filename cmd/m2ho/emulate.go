@@ -35,6 +35,8 @@ type emulateFlags struct {
 	dataDir       string
 	rtPriority    int
 	xcal, capLog  string
+	// anchorPause, when set, overrides the scenario's handover.anchor_pause.
+	anchorPause *bool
 }
 
 // newEmulateCmd is `m2ho emulate`: the real-time driver of the link model
@@ -42,6 +44,7 @@ type emulateFlags struct {
 func newEmulateCmd(g *globalFlags) *cobra.Command {
 	f := emulateFlags{scenario: "mixed-drive", scale: 1, out: "emulate-out", tun: "emu0", tunOffload: "auto",
 		ueIf: "emu-in", netIf: "emu-out", lateThreshold: 1, rtPriority: 20}
+	var anchorPause bool
 	cmd := &cobra.Command{
 		Use:   "emulate [flags]",
 		Short: "Emulate a 5G link with handovers on a TUN device (run inside the emulator's namespace)",
@@ -87,6 +90,12 @@ commercial sub-6 n77 / mmWave n261 network):
     the target, and what the sender pushes during the interruption lands
     there too; the target's buffer tail-drops what exceeds it.
   - False alarms: a report followed by an A1 and no handover.
+  - LTE anchor handovers that keep the NR cell (EN-DC; a replayed drive's
+    "ENDC LTE HO Request (DiffLTE-SameNR)"): the SN stops providing data
+    until the UE has synchronised to it again (TS 37.340 10.7), so the
+    link pauses from the command to the logged random access, the queue
+    kept in the same cell. Not a handover in the outputs (emulator.json
+    anchor_pauses). --anchor-pause=false replays them as signalling only.
 
 Every event is written to <out>/events.jsonl and, when --signal-socket is
 set, to the proxy's signalling socket at the moment it happens (a bounded
@@ -113,7 +122,8 @@ Outputs in --out (the bench reads them):
                    late_pct, max_late_ms, delivered_packets, overflow_drops,
                    reorder_flushes, flushed_holes, false_alarms, handovers,
                    dup_acks_up (duplicate ACKs the server received),
-                   events_published, events_dropped (not sent to the socket)
+                   events_published, events_dropped (not sent to the socket),
+                   anchor_pauses (link pauses at anchor handovers)
   mm-down.log, mm-up.log   mahimahi mm-link logs (mm-throughput-graph reads them)
 
 Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YAML path
@@ -127,6 +137,9 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 			defer log.Sync()
 			if f.xcal != "" && !cmd.Flags().Changed("scenario") {
 				f.scenario = "measured" // its link settings, the drive's schedule
+			}
+			if cmd.Flags().Changed("anchor-pause") {
+				f.anchorPause = &anchorPause
 			}
 			return runEmulate(cmd.Context(), f, log)
 		},
@@ -147,6 +160,7 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 	fl.IntVar(&f.rtPriority, "rt-priority", f.rtPriority, "run every emulator thread SCHED_FIFO at this priority (1-99) so a busy machine does not delay deliveries; 0: normal scheduling")
 	fl.StringVar(&f.xcal, "xcal", "", "replay this XCAL export (a real drive) instead of the scenario's schedule: every report, command and random access at its logged time")
 	fl.StringVar(&f.capLog, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log as the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
+	fl.BoolVar(&anchorPause, "anchor-pause", true, "pause the link at LTE anchor handovers that keep the NR cell, from the command to the random access (false: replay them as signalling only); default: the scenario's handover.anchor_pause, true")
 	fl.StringVar(&f.dataDir, "data-dir", "", "shared data directory for scenarios that read ../shared/data (default $M2HO_SHARED_DATA, else <repo>/../shared/data)")
 	return cmd
 }
@@ -185,6 +199,9 @@ func loadScenario(f emulateFlags, log *zap.Logger) (*emu.Scenario, error) {
 	}
 	if !(f.scale > 0) {
 		return nil, fmt.Errorf("--scale %v: must be > 0", f.scale)
+	}
+	if f.anchorPause != nil {
+		s.Config.AnchorPause = *f.anchorPause
 	}
 	return s.Scaled(f.scale), nil
 }

@@ -146,10 +146,11 @@ func TestDriveRealFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Every logged event is published: as a handover's command or random
-	// access, or replayed.
+	// Every logged event is published: as a handover's or a pause's
+	// command or random access, or replayed.
 	n := len(s.Config.Schedule.Replay)
-	for _, h := range s.Config.Schedule.Handovers {
+	sc := s.Config.Schedule
+	for _, h := range append(append([]emu.Handover(nil), sc.Handovers...), sc.Pauses...) {
 		if h.Command != nil {
 			n++
 		}
@@ -160,7 +161,18 @@ func TestDriveRealFiles(t *testing.T) {
 	if n != len(evs) {
 		t.Fatalf("%d of %d logged events published", n, len(evs))
 	}
-	t.Logf("%d handovers, %d replayed events; %s", len(s.Config.Schedule.Handovers), len(s.Config.Schedule.Replay), a.Text)
+	// The drive's two "ENDC LTE HO Request (DiffLTE-SameNR)" commands
+	// are pauses, each with its logged NR random access; the SN addition
+	// to the serving cell after an aborted SN change (20.276 s) is not.
+	if len(sc.Pauses) != 2 {
+		t.Fatalf("%d pauses, want the log's 2 anchor handovers that keep the NR cell", len(sc.Pauses))
+	}
+	for _, p := range sc.Pauses {
+		if p.Command == nil || p.Command.HO != signaling.HOLTEAnchor || p.RAEvent == nil || p.RA <= p.At {
+			t.Errorf("pause %+v: want its logged anchor command and random access", p)
+		}
+	}
+	t.Logf("%d handovers, %d pauses, %d replayed events; %s", len(sc.Handovers), len(sc.Pauses), len(sc.Replay), a.Text)
 }
 
 // The older keys still load: schedule.xcal with schedule.iperf3 aligns by
