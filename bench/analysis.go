@@ -34,8 +34,11 @@ type RunData struct {
 	Capacity    []CapacityBin
 	Handovers   []HandoverRow
 	FalseAlarms []FalseAlarmRow
-	Sender      Iperf3Sender
-	Recv        []RecvInterval
+	// KeptCell are the run's anchor handovers that kept the data cell
+	// (from emu/events.jsonl; nil when it is absent).
+	KeptCell []KeptCellCommand
+	Sender   Iperf3Sender
+	Recv     []RecvInterval
 	// LaunchNs is the wall time (Unix ns) the bench started the iperf3
 	// client at; 0 if unknown.
 	LaunchNs int64
@@ -349,6 +352,7 @@ type RunResult struct {
 	Emu         EmulatorSummary
 	Capacity    []CapacityBin
 	Handovers   []HandoverRow
+	KeptCell    []KeptCellCommand // RunData.KeptCell
 	// Problems make the run invalid (the emulator could not keep up, the
 	// alignment failed its checks...).
 	Problems []string
@@ -379,7 +383,7 @@ func (r RunResult) Valid() bool { return len(r.Problems) == 0 }
 // data cannot be placed in time at all; everything else that makes the
 // run unusable is a Problem.
 func AnalyzeRun(d RunData) (RunResult, error) {
-	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers, TunnelRTTms: d.TunnelRTTms, HostCPU: d.HostCPU}
+	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers, KeptCell: d.KeptCell, TunnelRTTms: d.TunnelRTTms, HostCPU: d.HostCPU}
 	a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNS, d.Sender.TimeSecs)
 	if err != nil {
 		return r, fmt.Errorf("%s run %d: %w", d.Variant, d.Index+1, err)

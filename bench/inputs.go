@@ -14,6 +14,7 @@ package bench
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"strings"
 
 	"github.com/m2ho/m2ho/bench/emu"
+	"github.com/m2ho/m2ho/signaling"
 )
 
 // CapacityBin is one row of the emulator's capacity.tsv: the serving
@@ -383,6 +385,59 @@ func ReadRecvLog(r io.Reader, name string) ([]RecvInterval, error) {
 	}
 	if err := sc.Err(); err != nil {
 		return out, fmt.Errorf("%s:%d: %w", name, line, err)
+	}
+	return out, nil
+}
+
+// KeptCellCommand is an LTE anchor handover command whose target is the
+// serving data cell (XCAL's "ENDC LTE HO Request (DiffLTE-SameNR)"): the
+// data stays in that cell, and the emulator pauses the link from it to
+// the logged random access unless told not to (emu.Schedule.Pauses).
+// Not a handover of handovers.tsv; the phases put the time around it
+// apart (PhaseAnchorMmWave, PhaseAnchorSub6), since that is where M2HO's
+// handling of it acts.
+type KeptCellCommand struct {
+	T    float64 // seconds on the emulator's clock
+	Type string  // the data cell's type: "mmwave", "sub6"
+}
+
+// ReadKeptCellCommands scans the events the emulator published
+// (emu/events.jsonl, every report, command, random access and MAC slot
+// of the run) for kept-cell commands; startNs is emulator.json's
+// start_unix_ns. Only command lines are decoded; a malformed one is an
+// error naming file:line.
+func ReadKeptCellCommands(r io.Reader, name string, startNs int64) ([]KeptCellCommand, error) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), signaling.MaxLine)
+	var (
+		dec  signaling.Decoder
+		out  []KeptCellCommand
+		line int
+	)
+	hoKind, anchor := []byte(`"kind":"ho"`), []byte(`"lte-anchor"`)
+	for sc.Scan() {
+		line++
+		b := sc.Bytes()
+		if !bytes.Contains(b, hoKind) || !bytes.Contains(b, anchor) {
+			continue
+		}
+		e, err := dec.Decode(b)
+		if err != nil {
+			var pe *signaling.ParseError
+			if errors.As(err, &pe) {
+				pe.File, pe.Line = name, line
+				return nil, pe
+			}
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		if e.Kind != signaling.KindHOCommand || e.HO != signaling.HOLTEAnchor ||
+			e.Target.ID == "" || e.Target.ID != e.Serving.ID {
+			continue
+		}
+		out = append(out, KeptCellCommand{T: float64(e.Time.UnixNano()-startNs) / 1e9, Type: e.Target.Type.String()})
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s:%d: %w", name, line+1, err)
 	}
 	return out, nil
 }

@@ -38,12 +38,22 @@ type PhaseGap struct {
 // first phaseFirst seconds apart from the rest. A sub-6 → sub-6 handover
 // after mmWave → sub-6 with no return to mmWave between is a kind of its
 // own: M2HO's Eqn 2 is armed in those dwells.
+//
+// The time around an LTE anchor handover that keeps the data cell
+// (KeptCellCommand), from anchorBefore before its command to anchorAfter
+// after, is a phase of its own by the cell's type, whatever else it
+// overlaps: the LTE report before it comes tens of ms ahead, the link
+// pauses for ~50 ms, and M2HO's clamp is held until random access.
 const (
-	phaseBefore = 0.7 // s
-	phaseFirst  = 1.0 // s
+	phaseBefore  = 0.7 // s
+	phaseFirst   = 1.0 // s
+	anchorBefore = 0.3 // s
+	anchorAfter  = 1.0 // s
 
-	PhaseStart      = "before the first handover"
-	PhasePreCommand = "0.7 s before a command"
+	PhaseStart        = "before the first handover"
+	PhasePreCommand   = "0.7 s before a command"
+	PhaseAnchorMmWave = "anchor handover keeping an mmWave cell, 0.3 s before to 1 s after"
+	PhaseAnchorSub6   = "anchor handover keeping a sub-6 cell, 0.3 s before to 1 s after"
 )
 
 // Handover kinds of the phases (phaseKind).
@@ -55,22 +65,25 @@ func phaseNames() []string {
 	for _, k := range phaseKinds {
 		out = append(out, k+", first 1 s", k+", rest of the dwell")
 	}
-	return append(out, PhasePreCommand)
+	return append(out, PhaseAnchorMmWave, PhaseAnchorSub6, PhasePreCommand)
 }
 
 // phaser classifies times of one run's schedule.
 type phaser struct {
 	cmd  []float64 // command times, ascending
 	kind []string  // the kind of each handover
+	kept []KeptCellCommand
 }
 
-// newPhaser reads a run's handovers (any order) and its cells' types
-// (cell ID → "mmwave" or "sub6"; a horizontal handover to a cell not
-// listed is of unknown type).
-func newPhaser(hos []HandoverRow, cellType map[string]string) phaser {
+// newPhaser reads a run's handovers and kept-cell commands (any order)
+// and its cells' types (cell ID → "mmwave" or "sub6"; a horizontal
+// handover to a cell not listed is of unknown type).
+func newPhaser(hos []HandoverRow, kept []KeptCellCommand, cellType map[string]string) phaser {
 	hs := append([]HandoverRow(nil), hos...)
 	sort.SliceStable(hs, func(i, j int) bool { return hs[i].Command < hs[j].Command })
 	var p phaser
+	p.kept = append([]KeptCellCommand(nil), kept...)
+	sort.SliceStable(p.kept, func(i, j int) bool { return p.kept[i].T < p.kept[j].T })
 	armed := false
 	for _, h := range hs {
 		k := "horizontal (cell type unknown)"
@@ -97,6 +110,13 @@ func newPhaser(hos []HandoverRow, cellType map[string]string) phaser {
 
 // phase is the phase of time t (seconds on the emulator's clock).
 func (p phaser) phase(t float64) string {
+	// The last kept-cell command at or before t + anchorBefore.
+	if k := sort.Search(len(p.kept), func(i int) bool { return p.kept[i].T > t+anchorBefore }); k > 0 && t < p.kept[k-1].T+anchorAfter {
+		if p.kept[k-1].Type == "mmwave" {
+			return PhaseAnchorMmWave
+		}
+		return PhaseAnchorSub6
+	}
 	i := sort.SearchFloat64s(p.cmd, t) // first command at or after t
 	if i < len(p.cmd) && p.cmd[i] == t {
 		i++
@@ -156,7 +176,7 @@ func comparePhases(runs []RunResult, s Summary) []PhaseGap {
 			for _, c := range rb.Cells {
 				types[c.ID] = c.Type
 			}
-			p := newPhaser(rb.Handovers, types)
+			p := newPhaser(rb.Handovers, rb.KeptCell, types)
 			tb, tv := tallyPhases(rb, p), tallyPhases(rv, p)
 			for ph, x := range tb.bits {
 				bb[ph] += x
@@ -198,7 +218,7 @@ func writePhases(b *strings.Builder, gaps []PhaseGap) {
 	if len(gaps) == 0 {
 		return
 	}
-	b.WriteString("\n## Where the bytes went\n\nEach variant against the baseline, summed over the repetitions both ran (both classified by the baseline run's schedule): the receiver's 0.1 s bins by the phase of their midpoint. A dwell is the time from a handover command to the next, by the handover's kind (\"sub-6 → sub-6 after mmWave\": no return to mmWave since an mmWave → sub-6, where M2HO's Eqn 2 holds the window), its first 1 s apart; \"0.7 s before a command\" takes the end of each dwell at least 1 s old, where a predicted handover's clamp acts. Share: the variant's bits less the baseline's in the phase, in % of the baseline's bits over the whole runs (the shares add up to the goodput change).\n\n")
+	b.WriteString("\n## Where the bytes went\n\nEach variant against the baseline, summed over the repetitions both ran (both classified by the baseline run's schedule): the receiver's 0.1 s bins by the phase of their midpoint. A dwell is the time from a handover command to the next, by the handover's kind (\"sub-6 → sub-6 after mmWave\": no return to mmWave since an mmWave → sub-6, where M2HO's Eqn 2 holds the window), its first 1 s apart; \"0.7 s before a command\" takes the end of each dwell at least 1 s old, where a predicted handover's clamp acts; an LTE anchor handover that keeps the data cell (the link pauses from its command to random access) takes 0.3 s before its command to 1 s after, whatever else that overlaps. Share: the variant's bits less the baseline's in the phase, in % of the baseline's bits over the whole runs (the shares add up to the goodput change).\n\n")
 	b.WriteString("| variant | phase | s per run | baseline Mbit/s | variant Mbit/s | share |\n|---|---|---:|---:|---:|---:|\n")
 	sum := map[string]float64{}
 	var order []string

@@ -29,7 +29,7 @@ func TestPhaseOf(t *testing.T) {
 	for _, c := range cells {
 		types[c.ID] = c.Type
 	}
-	p := newPhaser(hos, types)
+	p := newPhaser(hos, nil, types)
 	for _, tc := range []struct {
 		t    float64
 		want string
@@ -53,7 +53,7 @@ func TestPhaseOf(t *testing.T) {
 		}
 	}
 	// A horizontal sub-6 handover before any mmWave is not "after mmWave".
-	p2 := newPhaser([]HandoverRow{{Command: 1, To: "B", Type: "horizontal"}}, types)
+	p2 := newPhaser([]HandoverRow{{Command: 1, To: "B", Type: "horizontal"}}, nil, types)
 	if got := p2.phase(1.5); got != "sub-6 → sub-6, first 1 s" {
 		t.Errorf("sub-6 horizontal without mmWave before: %q", got)
 	}
@@ -113,5 +113,70 @@ func TestComparePhases(t *testing.T) {
 	if !strings.Contains(b.String(), "| m2ho vs pass | mmWave → mmWave, first 1 s | 1.0 | 0.0 | 0.0 | -2.50 % |") ||
 		!strings.Contains(b.String(), "| m2ho vs pass | all | | | | -2.50 % |") {
 		t.Errorf("summary.md table:\n%s", b.String())
+	}
+}
+
+// An anchor handover that keeps the data cell takes 0.3 s before its
+// command to 1 s after, by the cell's type, over whatever dwell or
+// pre-command phase it overlaps; the time outside it keeps its phase, and
+// the baseline run's kept commands classify both runs.
+func TestPhaseAroundKeptCell(t *testing.T) {
+	hos, cells := phaseDrive()
+	types := map[string]string{}
+	for _, c := range cells {
+		types[c.ID] = c.Type
+	}
+	kept := []KeptCellCommand{{T: 12.5, Type: "sub6"}, {T: 6, Type: "mmwave"}} // out of order on purpose
+	p := newPhaser(hos, kept, types)
+	for _, tc := range []struct {
+		t    float64
+		want string
+	}{
+		{5.65, "mmWave → mmWave, first 1 s"},
+		{5.75, PhaseAnchorMmWave},
+		{6.0, PhaseAnchorMmWave},
+		{6.95, PhaseAnchorMmWave},
+		{7.05, "mmWave → mmWave, rest of the dwell"},
+		{12.15, "sub-6 → sub-6 after mmWave, rest of the dwell"},
+		{12.25, PhaseAnchorSub6},
+		{13.45, PhaseAnchorSub6}, // would be the pre-command phase
+		{13.55, PhasePreCommand},
+	} {
+		if got := p.phase(tc.t); got != tc.want {
+			t.Errorf("phase(%.2f) = %q, want %q", tc.t, got, tc.want)
+		}
+	}
+
+	// A variant that loses half its bits in the mmWave one: its 13 bins
+	// (5.75-6.95 s by midpoint) carry the whole change.
+	bins := func(lose bool) []Bin {
+		var out []Bin
+		for i := range 200 {
+			b := Bin{T0: float64(i) / 10, T1: float64(i+1) / 10, Bits: 100}
+			if m := (b.T0 + b.T1) / 2; lose && m >= 5.7 && m < 7 {
+				b.Bits = 50
+			}
+			out = append(out, b)
+		}
+		return out
+	}
+	runs := []RunResult{
+		{Variant: "pass", Index: 0, Bins: bins(false), Handovers: hos, KeptCell: kept, Cells: cells},
+		{Variant: "m2ho", Index: 0, Bins: bins(true), Handovers: hos, Cells: cells}, // its own list is not read
+	}
+	gaps := comparePhases(runs, Summary{Variants: []VariantSummary{{Name: "pass"}, {Name: "m2ho"}}})
+	var got float64
+	for _, g := range gaps {
+		if g.Phase == PhaseAnchorMmWave {
+			got = g.SharePct
+			if math.Abs(g.SecondsPerRun-1.3) > 1e-9 {
+				t.Errorf("%s: %.2f s per run, want 1.3", g.Phase, g.SecondsPerRun)
+			}
+		} else if g.SharePct != 0 {
+			t.Errorf("%s: share %.4f %%, want 0", g.Phase, g.SharePct)
+		}
+	}
+	if want := -13 * 50.0 / (200 * 100) * 100; math.Abs(got-want) > 1e-9 {
+		t.Errorf("anchor mmWave share %.4f %%, want %.4f %%", got, want)
 	}
 }

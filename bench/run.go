@@ -301,6 +301,7 @@ const (
 	clientJSONFile  = "iperf3-client.json"
 	serverLogFile   = "iperf3-server.log"
 	emuSubdir       = "emu"
+	emuEventsFile   = "events.jsonl" // under emuSubdir
 	proxyLogFile    = "proxy.log"
 	emulatorLogFile = "emulate.log"
 	// Tunnel variants only.
@@ -407,6 +408,13 @@ func LoadRun(dir string) (RunData, error) {
 		readTSV("falsealarms.tsv", func(r io.Reader, n string) (err error) { d.FalseAlarms, err = ReadFalseAlarms(r, n); return }),
 	); err != nil {
 		return d, err
+	}
+	if fh, err := os.Open(filepath.Join(ed, emuEventsFile)); err == nil {
+		d.KeptCell, err = ReadKeptCellCommands(fh, filepath.Join(ed, emuEventsFile), d.Emu.StartUnixNS)
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
 	}
 	p = filepath.Join(dir, clientJSONFile)
 	if b, err = os.ReadFile(p); err != nil {

@@ -1,0 +1,52 @@
+package bench
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/m2ho/m2ho/signaling"
+)
+
+// ReadKeptCellCommands finds the LTE anchor commands that name the
+// serving data cell among every kind of event the emulator publishes,
+// on the emulator's clock; an anchor handover to another cell and an SN
+// addition naming the serving cell are not kept-cell commands; a
+// malformed command line is an error naming its file and line.
+func TestReadKeptCellCommands(t *testing.T) {
+	start := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return start.Add(time.Duration(s * float64(time.Second))) }
+	mm := signaling.Cell{ID: "522", Type: signaling.CellMmWave}
+	s6 := signaling.Cell{ID: "88", Type: signaling.CellSub6}
+	evs := []signaling.Event{
+		{Time: at(0.5), Kind: signaling.KindReport, Meas: signaling.MeasA3, Serving: signaling.Cell{Type: signaling.CellLTE}, Neighbor: signaling.Cell{Type: signaling.CellLTE}},
+		{Time: at(1.25), Kind: signaling.KindHOCommand, HO: signaling.HOLTEAnchor, Serving: mm, Target: mm},
+		{Time: at(1.30), Kind: signaling.KindRandomAccess, RAReason: signaling.RAHandover, RAResult: signaling.RASuccess, Serving: mm},
+		{Time: at(1.31), Kind: signaling.KindMACSlot, RBRatio: 0.5, Bytes: 1000, Serving: mm},
+		{Time: at(2), Kind: signaling.KindHOCommand, HO: signaling.HOLTEAnchor, Serving: mm, Target: s6},
+		{Time: at(3), Kind: signaling.KindHOCommand, HO: signaling.HOSNAddition, Serving: s6, Target: s6},
+		{Time: at(4.5), Kind: signaling.KindHOCommand, HO: signaling.HOLTEAnchor, Serving: s6, Target: s6},
+	}
+	var buf bytes.Buffer
+	w := signaling.NewWriter(&buf)
+	for i := range evs {
+		if err := w.Write(&evs[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := ReadKeptCellCommands(bytes.NewReader(buf.Bytes()), "events.jsonl", start.UnixNano())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []KeptCellCommand{{T: 1.25, Type: "mmwave"}, {T: 4.5, Type: "sub6"}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+
+	bad := buf.String() + `{"t":"2026-12-06T20:00:05Z","kind":"ho","ho":"lte-anchor","target":{"id":7}}` + "\n"
+	if _, err := ReadKeptCellCommands(strings.NewReader(bad), "run/emu/events.jsonl", start.UnixNano()); err == nil ||
+		!strings.Contains(err.Error(), "run/emu/events.jsonl:8") {
+		t.Fatalf("malformed line: %v, want an error naming run/emu/events.jsonl:8", err)
+	}
+}
