@@ -50,3 +50,25 @@ func TestReadKeptCellCommands(t *testing.T) {
 		t.Fatalf("malformed line: %v, want an error naming run/emu/events.jsonl:8", err)
 	}
 }
+
+func FuzzReadKeptCellCommands(f *testing.F) {
+	f.Add(`{"t":"2026-12-06T20:00:01.25Z","kind":"ho","ho":"lte-anchor","serving":{"id":"522","type":"mmwave"},"target":{"id":"522","type":"mmwave"}}` + "\n")
+	f.Add(`{"t":"2026-12-06T20:00:02Z","kind":"ho","ho":"lte-anchor","serving":{"id":"1"},"target":{"id":"1","type":"sub6"}}` + "\n{\"kind\":\"ho\",\"ho\":\"lte-anchor\"")
+	start := time.Date(2026, 12, 6, 20, 0, 0, 0, time.UTC).UnixNano()
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ReadKeptCellCommands(strings.NewReader(s), "events.jsonl", start)
+		if err != nil {
+			return
+		}
+		// One command per line at most, and only from lines naming an
+		// LTE anchor handover.
+		if n := strings.Count(s, `"lte-anchor"`); len(got) > n {
+			t.Fatalf("%d kept-cell commands from %d lines naming lte-anchor", len(got), n)
+		}
+		for _, k := range got {
+			if k.Type == "" {
+				t.Fatalf("accepted %+v", k)
+			}
+		}
+	})
+}
