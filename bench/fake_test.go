@@ -98,6 +98,15 @@ func TestRunWithFakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := checkOutputs(t, out, 1)
+	// bench.json keeps the settings --reanalyze rereads the bench with.
+	st, err := ReadSettings(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FromSummary || st.Scenario != sc || st.ScenarioName != got.Scenario || st.DurationS != 9 || st.Repeat != 1 ||
+		len(st.Variants) != 2 || st.Variants[1].Name != "m2ho" || len(st.Seeds) != 1 || st.Seeds[0] != got.Seed || st.CommandLine != "fake" {
+		t.Errorf("bench.json: %+v", st)
+	}
 	if !s.Valid || !got.Valid || got.Handovers != 2 {
 		t.Fatalf("valid %v handovers %d problems %v", got.Valid, got.Handovers, got.Problems)
 	}

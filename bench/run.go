@@ -219,6 +219,12 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			seeds[i] = cfg.Seeds[i]
 		}
 	}
+	st := Settings{Scenario: cfg.Scenario, ScenarioName: sc.Name, XCAL: cfg.XCAL, Capacity: cfg.Capacity, DataDir: cfg.DataDir,
+		Scale: cfg.Scale, Seed: seed, Seeds: seeds, DurationS: float64(secs), Repeat: cfg.Repeat, Variants: cfg.Variants,
+		NoAnchorPause: cfg.NoAnchorPause, CommandLine: cfg.CommandLine}
+	if err := writeSettings(cfg.OutDir, st); err != nil {
+		return Summary{}, err
+	}
 	for i := range cfg.Repeat {
 		for attempt := 1; ; attempt++ {
 			var rep []RunResult
@@ -266,9 +272,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 				zap.Int("attempt", attempt), zap.String("why", why))
 		}
 	}
-	m := Meta{Scenario: sc.Name, Scale: cfg.Scale, Seed: seed, Seeds: seeds, DurationS: float64(secs), Repeat: cfg.Repeat,
-		CommandLine: cfg.CommandLine, Variants: cfg.Variants}
-	s := Summarize(results, m)
+	s := Summarize(results, st.Meta())
 	s.Calibration = Calibrate(CalibrationRuns(cfg.OutDir, results), MeasuredReference(dataDirOr(cfg.DataDir)))
 	if s.Retried, err = readRetried(cfg.OutDir, cfg.Variants); err != nil {
 		return s, err

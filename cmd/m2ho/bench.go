@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -35,7 +38,9 @@ arguments on the phone, ` + "`m2ho emulate`" + ` with the scenario on the emulat
 download (server -> laptop, -J -i 0.1). It then writes into --out:
 summary.json, summary.md (read this first), throughput.png,
 convergence_cdf.png, goodput_by_type.png, and runs/<variant>-<i>/ with every
-raw file. Needs root, Linux, ip, ss and iperf3.
+raw file; bench.json, its settings, comes first, so --reanalyze OUT rereads
+a finished or interrupted bench as it ran (flags given override). Needs
+root, Linux, ip, ss and iperf3.
 
 Variants: pass (proxy on the path, does nothing) and m2ho are builtin, and
 the QUIC tunnel's: quic (quic-go's own Reno (with HyStart) and pacer), quic-wave (Wave
@@ -64,7 +69,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
   m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
   m2ho bench --variants quic,qw --variant-def 'qw=--default-mode quic --tunnel-hints=false | --pacer wave'
   m2ho bench --xcal drive-ho.csv --capacity udp-bw.log --variants pass
-  m2ho bench --reanalyze bench-out/mixed-drive-20260101-120000 --scenario mixed-drive`,
+  m2ho bench --reanalyze bench-out/mixed-drive-20260101-120000`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
 			if err != nil {
@@ -93,15 +98,11 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 				cfg.Scenario = "measured" // its link settings, the drive's schedule
 			}
 			if reanalyze != "" {
-				sc, err := bench.LoadScenarioDrive(cfg.Scenario, cfg.DataDir, cfg.XCAL, cfg.Capacity)
+				m, err := reanalyzeSettings(cmd.Flags().Changed, cfg, vs, reanalyze, os.Stderr)
 				if err != nil {
-					return fmt.Errorf("--scenario %s: %w", cfg.Scenario, err)
+					return err
 				}
-				dur := cfg.Duration
-				if dur <= 0 {
-					dur = sc.Config.Duration
-				}
-				s, err := bench.Reanalyze(reanalyze, reanalyzeMeta(cfg, sc.Name, dur, vs))
+				s, err := bench.Reanalyze(reanalyze, m)
 				if err != nil {
 					return err
 				}
@@ -141,7 +142,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 	f.BoolVar(&anchorPause, "anchor-pause", true, "emulator: pause the link at LTE anchor handovers that keep the NR cell (command to random access, the queue kept; TS 37.340 10.7); false replays them as signalling only, as before 2026-12-06")
 	f.IntVar(&cfg.RetryInvalid, "retry-invalid", 0, "make a repetition again, all its variants with the same seed, when one of its runs is invalid (the emulator could not keep up), at most N times; the attempts set aside are kept in OUT/runs-retried and listed in the summary")
 	f.IntVar(&cfg.Port, "port", 5201, "iperf3 port")
-	f.StringVar(&reanalyze, "reanalyze", "", "re-read DIR/runs of a finished bench and rewrite its outputs (no runs)")
+	f.StringVar(&reanalyze, "reanalyze", "", "re-read DIR/runs of a finished or interrupted bench and rewrite its outputs (no runs), with the bench's own settings from DIR/bench.json (an older bench: its summary.json); flags given override them")
 	return cmd
 }
 
@@ -199,6 +200,73 @@ func (v *seedsValue) Set(s string) error {
 	}
 	*v.p = out
 	return nil
+}
+
+// reanalyzeSettings is what --reanalyze DIR rereads the bench with: the
+// bench's own settings (DIR/bench.json, or an older bench's
+// summary.json), each one overridden by its flag when given (changed
+// reports which were); with neither file, the flags alone. It says on
+// w where the settings came from. The scenario is loaded only when a
+// flag changes it (for its name and duration), so a bench whose files
+// moved is still reread.
+func reanalyzeSettings(changed func(string) bool, cfg bench.Config, vs []bench.Variant, dir string, w io.Writer) (bench.Meta, error) {
+	st, err := bench.ReadSettings(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return bench.Meta{}, fmt.Errorf("--reanalyze: %w", err)
+	}
+	if err != nil { // neither file: the flags as given
+		sc, err := bench.LoadScenarioDrive(cfg.Scenario, cfg.DataDir, cfg.XCAL, cfg.Capacity)
+		if err != nil {
+			return bench.Meta{}, fmt.Errorf("--scenario %s: %w", cfg.Scenario, err)
+		}
+		dur := cfg.Duration
+		if dur <= 0 {
+			dur = sc.Config.Duration
+		}
+		fmt.Fprintf(w, "reanalyze: %s has no %s nor summary.json; using the flags as given\n", dir, bench.SettingsFile)
+		return reanalyzeMeta(cfg, sc.Name, dur, vs), nil
+	}
+	src := filepath.Join(dir, bench.SettingsFile)
+	if st.FromSummary {
+		src = filepath.Join(dir, "summary.json") + " (an older bench: its data directory and tunnel server arguments were not recorded)"
+	}
+	scenarioGiven := changed("scenario") || changed("xcal") || changed("capacity")
+	if !scenarioGiven {
+		cfg.Scenario, cfg.XCAL, cfg.Capacity = st.Scenario, st.XCAL, st.Capacity
+	}
+	if !changed("data-dir") && st.DataDir != "" {
+		cfg.DataDir = st.DataDir
+	}
+	if !changed("scale") {
+		cfg.Scale = st.Scale
+	}
+	if !changed("seeds") && !changed("seed") && !changed("repeat") {
+		cfg.Seeds, cfg.Seed, cfg.Repeat = st.Seeds, st.Seed, st.Repeat
+	}
+	if !changed("variants") && !changed("variant-def") {
+		vs = st.Variants
+	}
+	name, dur := st.ScenarioName, time.Duration(st.DurationS*float64(time.Second))
+	if changed("duration") {
+		dur = cfg.Duration
+	}
+	if scenarioGiven {
+		sc, err := bench.LoadScenarioDrive(cfg.Scenario, cfg.DataDir, cfg.XCAL, cfg.Capacity)
+		if err != nil {
+			return bench.Meta{}, fmt.Errorf("--scenario %s: %w", cfg.Scenario, err)
+		}
+		name = sc.Name
+		if !changed("duration") {
+			dur = sc.Config.Duration
+		}
+	}
+	names := make([]string, len(vs))
+	for i, v := range vs {
+		names[i] = v.Name
+	}
+	fmt.Fprintf(w, "reanalyze: settings from %s, flags given override them: scenario %s, scale %g, %d repetitions, %v, variants %s\n",
+		src, name, cfg.Scale, max(len(cfg.Seeds), cfg.Repeat, 1), dur, strings.Join(names, ","))
+	return reanalyzeMeta(cfg, name, dur, vs), nil
 }
 
 // reanalyzeMeta describes a finished bench as the flags repeat it: with
