@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -399,6 +400,20 @@ func ReadRecvLog(r io.Reader, name string) ([]RecvInterval, error) {
 type KeptCellCommand struct {
 	T    float64 // seconds on the emulator's clock
 	Type string  // the data cell's type: "mmwave", "sub6"
+	// Drops are the emulator's downlink tail drops from anchorBefore
+	// before the command to anchorAfter after it (-1: emu/mm-down.log
+	// absent).
+	Drops int64
+}
+
+// countKeptCellDrops sets each command's Drops from the run's drop
+// times (ascending).
+func countKeptCellDrops(kept []KeptCellCommand, drops []float64) {
+	for i := range kept {
+		lo := sort.SearchFloat64s(drops, kept[i].T-anchorBefore)
+		hi := sort.SearchFloat64s(drops, kept[i].T+anchorAfter)
+		kept[i].Drops = int64(hi - lo)
+	}
 }
 
 // ReadKeptCellCommands scans the events the emulator published

@@ -72,3 +72,39 @@ func FuzzReadKeptCellCommands(f *testing.F) {
 		}
 	})
 }
+
+// A kept-cell command counts the drops from 0.3 s before it (included)
+// to 1 s after (excluded); the tally sums them per variant and type, and
+// a run without a drop log is counted apart, not as no drop.
+func TestKeptCellDropsAndTally(t *testing.T) {
+	kept := []KeptCellCommand{{T: 10, Type: "mmwave"}, {T: 20, Type: "sub6"}}
+	countKeptCellDrops(kept, []float64{9.69, 9.7, 10, 10.99, 11, 19.9, 30})
+	if kept[0].Drops != 3 || kept[1].Drops != 1 {
+		t.Fatalf("drops %d, %d; want 3 (9.7, 10, 10.99), 1 (19.9)", kept[0].Drops, kept[1].Drops)
+	}
+	runs := []RunResult{
+		{Variant: "pass", KeptCell: kept},
+		{Variant: "pass", KeptCell: []KeptCellCommand{{T: 5, Type: "mmwave", Drops: 0}, {T: 6, Type: "mmwave", Drops: -1}}},
+		{Variant: "m2ho", KeptCell: []KeptCellCommand{{T: 10, Type: "mmwave"}, {T: 20, Type: "sub6"}}},
+	}
+	got := tallyKeptCell(runs, []string{"pass", "m2ho"})
+	want := []KeptCellTally{
+		{Variant: "pass", Type: "mmwave", Commands: 3, WithDrops: 1, Drops: 3, Unknown: 1},
+		{Variant: "pass", Type: "sub6", Commands: 1, WithDrops: 1, Drops: 1},
+		{Variant: "m2ho", Type: "mmwave", Commands: 1},
+		{Variant: "m2ho", Type: "sub6", Commands: 1},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("row %d: %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	var b strings.Builder
+	writeKeptCell(&b, got, true)
+	if !strings.Contains(b.String(), "| pass | mmwave | 3 | 1 (1 without a drop log) | 3 |") || !strings.Contains(b.String(), "paused the link") {
+		t.Errorf("summary.md:\n%s", b.String())
+	}
+}

@@ -234,3 +234,84 @@ func writePhases(b *strings.Builder, gaps []PhaseGap) {
 		fmt.Fprintf(b, "| %s | all | | | | %+.2f %% |\n", k, sum[k])
 	}
 }
+
+// KeptCellTally is one variant's LTE anchor handovers that kept the data
+// cell of one type, over its runs: how many, and the emulator's downlink
+// tail drops from anchorBefore before each command to anchorAfter after.
+// Where the emulator pauses the link at them (a ~50 ms stop with the
+// queue kept), a sender with more in flight than the cell's buffer
+// overflows it there; M2HO clamps to the cell's own ŝ_max from the LTE
+// report to random access.
+type KeptCellTally struct {
+	Variant   string `json:"variant"`
+	Type      string `json:"type"` // "mmwave", "sub6"
+	Commands  int    `json:"commands"`
+	WithDrops int    `json:"with_drops"` // commands with a drop in the window
+	Drops     int64  `json:"drops"`
+	// Unknown counts commands whose run had no drop log.
+	Unknown int `json:"unknown,omitempty"`
+}
+
+// tallyKeptCell is KeptCellTally per variant (in order) and type.
+func tallyKeptCell(runs []RunResult, variants []string) []KeptCellTally {
+	var out []KeptCellTally
+	for _, v := range variants {
+		by := map[string]*KeptCellTally{}
+		for _, r := range runs {
+			if r.Variant != v {
+				continue
+			}
+			for _, k := range r.KeptCell {
+				t := by[k.Type]
+				if t == nil {
+					t = &KeptCellTally{Variant: v, Type: k.Type}
+					by[k.Type] = t
+				}
+				t.Commands++
+				switch {
+				case k.Drops < 0:
+					t.Unknown++
+				case k.Drops > 0:
+					t.WithDrops++
+					t.Drops += k.Drops
+				}
+			}
+		}
+		for _, ty := range []string{"mmwave", "sub6"} {
+			if t := by[ty]; t != nil {
+				out = append(out, *t)
+				delete(by, ty)
+			}
+		}
+		rest := make([]string, 0, len(by))
+		for ty := range by {
+			rest = append(rest, ty)
+		}
+		sort.Strings(rest)
+		for _, ty := range rest {
+			out = append(out, *by[ty])
+		}
+	}
+	return out
+}
+
+// writeKeptCell is summary.md's table of Summary.KeptCell; paused says
+// whether the emulator paused the link at them.
+func writeKeptCell(b *strings.Builder, ts []KeptCellTally, paused bool) {
+	if len(ts) == 0 {
+		return
+	}
+	how := "the emulator replayed them as signalling only (--anchor-pause=false)"
+	if paused {
+		how = "the emulator paused the link from each command to its random access, the queue kept"
+	}
+	fmt.Fprintf(b, "\n## LTE anchor handovers that keep the data cell\n\nNot handovers of the data path (no row in the per-handover table); %s. Drops: the emulator's downlink tail drops from %.1f s before each command to %.0f s after, summed over the variant's runs.\n\n", how, anchorBefore, anchorAfter)
+	b.WriteString("| variant | cell type | commands | with drops | drops |\n|---|---|---:|---:|---:|\n")
+	for _, t := range ts {
+		with := fmt.Sprintf("%d", t.WithDrops)
+		if t.Unknown > 0 {
+			with += fmt.Sprintf(" (%d without a drop log)", t.Unknown)
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %s | %d |\n", t.Variant, t.Type, t.Commands, with, t.Drops)
+	}
+}

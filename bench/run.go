@@ -419,6 +419,19 @@ func LoadRun(dir string) (RunData, error) {
 		if err != nil {
 			return d, err
 		}
+		if len(d.KeptCell) > 0 {
+			drops, err := readDropFile(filepath.Join(ed, "mm-down.log"))
+			switch {
+			case err == nil:
+				countKeptCellDrops(d.KeptCell, drops)
+			case os.IsNotExist(err):
+				for i := range d.KeptCell {
+					d.KeptCell[i].Drops = -1
+				}
+			default:
+				return d, err
+			}
+		}
 	}
 	p = filepath.Join(dir, clientJSONFile)
 	if b, err = os.ReadFile(p); err != nil {

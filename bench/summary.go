@@ -47,9 +47,12 @@ type Summary struct {
 	Comparisons         []Comparison `json:"comparisons"`
 	// Phases is where each variant's bytes went against the baseline's,
 	// by phase of the drive (phases.go).
-	Phases        []PhaseGap     `json:"phases,omitempty"`
-	Cells         []CellSMax     `json:"cells,omitempty"`
-	HandoverTable []HandoverStat `json:"handover_table"`
+	Phases []PhaseGap `json:"phases,omitempty"`
+	// KeptCell tallies each variant's LTE anchor handovers that kept the
+	// data cell (phases.go's PhaseAnchor*), where the link pauses.
+	KeptCell      []KeptCellTally `json:"kept_cell,omitempty"`
+	Cells         []CellSMax      `json:"cells,omitempty"`
+	HandoverTable []HandoverStat  `json:"handover_table"`
 	// Sequences is issue 9's measured requirement per variant (sequence.go).
 	Sequences []SequenceSummary `json:"sequences"`
 	// RetryInvalid is --retry-invalid; Retried lists the runs of the
@@ -332,6 +335,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 	}
 	s.Comparisons = compare(runs, m, s)
 	s.Phases = comparePhases(runs, s)
+	s.KeptCell = tallyKeptCell(runs, variantNames(m.Variants))
 	s.Sequences = summarizeSequences(runs, variantNames(m.Variants))
 	s.Valid = s.Valid && len(s.Problems) == 0 && len(runs) > 0
 	return s
@@ -649,6 +653,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		}
 	}
 	writePhases(b, s.Phases)
+	writeKeptCell(b, s.KeptCell, s.Emulator.AnchorPauses > 0)
 	if len(s.Cells) > 0 {
 		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\nThe largest over each variant's runs; * = it came from a run marked invalid (late deliveries make the estimate err high), the largest over the valid runs in brackets (– none estimated it).\n\n| cell | type | buffer (B) |")
 		var names []string
