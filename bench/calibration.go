@@ -533,7 +533,7 @@ func CalibrationRuns(dir string, results []RunResult) []CalRun {
 			out = append(out, cr)
 			continue
 		}
-		if d, err := readDropFile(filepath.Join(filepath.Dir(p), emuSubdir, "mm-down.log")); err == nil {
+		if d, err := readDropFile(filepath.Join(filepath.Dir(p), emuSubdir, emuDownLogFile)); err == nil {
 			cr.Drops = d
 			if cr.Drops == nil {
 				cr.Drops = []float64{}

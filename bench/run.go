@@ -306,6 +306,7 @@ const (
 	serverLogFile   = "iperf3-server.log"
 	emuSubdir       = "emu"
 	emuEventsFile   = "events.jsonl" // under emuSubdir
+	emuDownLogFile  = "mm-down.log"  // under emuSubdir: deliveries and drops
 	proxyLogFile    = "proxy.log"
 	emulatorLogFile = "emulate.log"
 	// Tunnel variants only.
@@ -420,7 +421,7 @@ func LoadRun(dir string) (RunData, error) {
 			return d, err
 		}
 		if len(d.KeptCell) > 0 {
-			drops, err := readDropFile(filepath.Join(ed, "mm-down.log"))
+			drops, err := readDropFile(filepath.Join(ed, emuDownLogFile))
 			switch {
 			case err == nil:
 				countKeptCellDrops(d.KeptCell, drops)
