@@ -139,8 +139,14 @@ func TestTunnelLinkRedials(t *testing.T) {
 	if link.st.redials.Load() < 1 {
 		t.Fatal("redials not counted")
 	}
-	if s := link.Stats(); s.PacketsUp < 2 {
-		t.Fatalf("stats across clients: %+v", s)
+	// The client counts a packet once WritePacket returns, which can be
+	// after the server has it: wait for the count (across both clients).
+	deadline = time.Now().Add(10 * time.Second)
+	for s := link.Stats(); s.PacketsUp < 2; s = link.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats across clients: %+v", s)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
 	// Close ends Read and Write with ErrClosed, and the supervisor.
