@@ -275,6 +275,12 @@ func TestTransferByteExact(t *testing.T) {
 			}
 		})
 	}
+	// The server counts a packet once the TUN write or WritePacket has
+	// returned, which can be after the other end has it.
+	eventually(t, "the server to count 800 packets each way", func() bool {
+		st := h.srv.Stats()
+		return st.PacketsUp >= 800 && st.PacketsDown >= 800
+	})
 	st := h.srv.Stats()
 	if st.PacketsUp != 800 || st.PacketsDown != 800 || st.DropQueueFull+st.DropSpoofedSource+st.DropOutsideRoutes != 0 {
 		t.Fatalf("server stats %+v", st)
