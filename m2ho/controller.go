@@ -168,6 +168,14 @@ type Config struct {
 	// the cell's rate as the mean of its last two per-RTT samples
 	// (pairRate); default on. Off: the last sample alone.
 	RampPairRate Toggle
+	// SlotPipe: in the sub-6 dwell, while a flow meets no standing queue
+	// (Flow.queueEmpty), Eqn 2's window may grow toward the pipe the
+	// cell's MAC slots show (their rate at full allocation, slotRate,
+	// times RTT_min), at most doubling per RTT, in place of growing by
+	// the cap's queue alone (ŝ_max: the 64 KB default in a cell never
+	// measured); default on. Off: the queue's pace throughout (the rule
+	// before 2026-12-07). Without MAC slots it changes nothing.
+	SlotPipe Toggle
 	// MmWaveHorizontalClamp: a handover predicted or commanded from an
 	// mmWave cell to another mmWave cell clamps the flows to the target's
 	// ŝ_max as any other does (§4.3, the default). Off: no clamp for it
@@ -279,6 +287,8 @@ type Controller struct {
 	stableRate  bool
 	inFlight    bool // Config.Eqn2InFlight
 	pairRamp    bool // Config.RampPairRate
+	slotPipe    bool // Config.SlotPipe
+	slots       slotRate
 	mmClamp     bool // Config.MmWaveHorizontalClamp
 	anchorKeeps bool // Config.AnchorKeepsCell
 	keepCell    bool // the command being executed is an anchor handover that keeps the data cell
@@ -459,6 +469,7 @@ func New(cfg Config) *Controller {
 		stableRate:  cfg.StableRate.on(true),
 		inFlight:    cfg.Eqn2InFlight.on(true),
 		pairRamp:    cfg.RampPairRate.on(true),
+		slotPipe:    cfg.SlotPipe.on(true),
 		mmClamp:     cfg.MmWaveHorizontalClamp.on(true),
 		anchorKeeps: cfg.AnchorKeepsCell.on(true),
 		obs:         cfg.Observer,
@@ -751,6 +762,7 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	// RTTs under the floor are not believed (as in Eqn 2); without any
 	// RTT yet the floor stands in, the short window that errs low.
 	b, ended := c.burst.slot(ts, ev.RBRatio, ev.Bytes, max(c.lastRTT, c.cfg.RTTFloor))
+	c.slots.add(now, ts, ev.RBRatio, ev.Bytes)
 	c.served.add(ts.Add(c.slotOffset(now, ts)), ev.Bytes)
 	c.lastSlotAt = now
 	switch {
@@ -1150,6 +1162,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		}
 	}
 	eqn, pipe, capped, bound := rwnd, r, math.Inf(1), math.Inf(1)
+	var pace float64 // how far the limit may rise per RTT: the queue, or the fill's step
 	if c.stableCap > 0 {
 		if c.cfg.Eqn2Bound == BoundEnvelope && c.eqn2Armed {
 			if lo, ok := c.env.low(now); ok {
@@ -1179,7 +1192,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		if c.eqn2Armed && !(f.eq2Loss && f.eq2LossEpisode == c.episode) {
 			queue = max(queue, eqn2PipeQueue*inPipe)
 		}
-		capped = inPipe + queue
+		capped, pace = inPipe+queue, queue
 		if c.inFlight && c.eqn2Armed && c.stableMeasured && c.cellFull {
 			// In flight at most the measured buffer where the pipe fits
 			// under it (eqn2InFlightBound), with a slack. The pipe is
@@ -1199,12 +1212,25 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 				bound = whole
 			}
 		}
+		// The fill (Config.SlotPipe): with nothing queued the window is
+		// all pipe, and the cell's MAC slots say how far the pipe goes;
+		// c_est, Eqn 2's own input, says it one RTT late. So the window
+		// may grow toward that pipe within the RTT, at most doubling.
+		// Spread over the RTT's ACKs, a window that grows by Δ up to
+		// the pipe adds Δ/RTT to an arrival rate of W/RTT, together
+		// the pipe's rate: no queue forms while the slots' rate is the
+		// flow's. Where other UEs share the cell it is less, and the
+		// growth is slow start's (doubling per RTT) until a queue shows.
+		if fill := c.slotFill(now, f, rtt, rttMin, share); fill > 0 {
+			rwnd, capped = max(rwnd, fill), max(capped, fill)
+			pace = max(pace, fill-f.eq2Last*share)
+		}
 		rwnd = min(rwnd, capped, bound)
 		rwnd = max(rwnd, float64(c.stableCap))
 	}
 	rwnd /= share
 	if c.stableCap > 0 {
-		grow := queue / share * float64(now.Sub(f.eq2At)) / float64(rtt)
+		grow := pace / share * float64(now.Sub(f.eq2At)) / float64(rtt)
 		rwnd = min(rwnd, f.eq2Last+grow)
 		f.eq2Last, f.eq2At = rwnd, now
 	}
@@ -1216,6 +1242,28 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			Bound: bound / share, Queue: queue / share, Limit: int(rwnd), Share: int(share), Wait: f.lastWait, InFlight: f.inflight})
 	}
 	return c.clamp(f, p, int(rwnd), ReasonStableRate)
+}
+
+// slotFill is the window, for all flows of the cell, that the sub-6
+// dwell may grow toward while f meets no standing queue (Flow.queueEmpty)
+// and the serving cell's MAC slots give its rate (slotRate): twice the
+// limit now, at most that rate times RTT_min (the smaller of this path's
+// and the previous one's: the first samples in a cell carry the queue
+// forwarded to it). 0 where the rule does not apply: Config.SlotPipe
+// off, not in the dwell, after the dwell's own loss in this cell, a
+// queue or no measure of it, no recent slot rate.
+func (c *Controller) slotFill(now time.Time, f *Flow, rtt, rttMin time.Duration, share float64) float64 {
+	if !c.slotPipe || !c.eqn2Armed || f.eq2Loss && f.eq2LossEpisode == c.episode {
+		return 0
+	}
+	if empty, ok := f.queueEmpty(now, rtt, rttMin); !ok || !empty {
+		return 0
+	}
+	r, ok := c.slots.get(now, 2*rtt)
+	if !ok {
+		return 0
+	}
+	return min(2*f.eq2Last*share, r*f.boundRTTMin(rttMin, c.cfg.RTTFloor).Seconds())
 }
 
 // pairRate is the cell's rate as the mean of c_est's last two per-RTT

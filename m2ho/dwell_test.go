@@ -1,6 +1,7 @@
 package m2ho
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -52,6 +53,12 @@ type dwellCase struct {
 	// full: the cell's buffer was seen full before at the measured ŝ_max
 	// (SMaxDB.MarkFull), so the in-flight bound may hold.
 	full bool
+	// slot > 0: the cell reports its downlink slots of that length to
+	// the controller as MAC slot events, as the emulator does (RB share
+	// = bytes served / the slot's capacity; slots with bytes, and the
+	// empty one after them).
+	slot     time.Duration
+	slotPipe Toggle // Config.SlotPipe
 }
 
 type dwellResult struct {
@@ -86,7 +93,7 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	} else {
 		db.Observe(cell(sub6, "C"), dc.sMax)
 	}
-	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight})
+	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight, SlotPipe: dc.slotPipe})
 	var f Flow
 	c.Attach(at(0), &f)
 	c.OnEvent(at(0), command(signaling.HOIntraNR, mmw, "M"))
@@ -144,6 +151,9 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	tsEcho := ts
 	ooo := map[int]bool{}
 	var credit float64 // bytes the cell may serve now
+	var slotBytes int  // served in the current slot (dc.slot)
+	var slotCap float64
+	var slotBusy bool
 	mismatched := false
 	for now := start; now < start+dc.dur; now += step {
 		el := now - start
@@ -191,6 +201,7 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 		if len(queue) == 0 {
 			credit = min(credit, mss) // an idle cell banks no capacity
 		}
+		servedBefore := r.served
 		for len(queue) > 0 && credit >= mss {
 			credit -= mss
 			s := queue[0]
@@ -204,6 +215,20 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 			// queue that a segment reaches every step never looked empty
 			// above, and banked megabytes that a later dip then served.)
 			credit = min(credit, mss)
+		}
+		if dc.slot > 0 {
+			slotBytes += r.served - servedBefore
+			slotCap += rate * step.Seconds()
+			if (el+step)%dc.slot == 0 {
+				if slotBytes > 0 || slotBusy {
+					rb := 0.0
+					if slotCap > 0 {
+						rb = min(float64(slotBytes)/slotCap, 1)
+					}
+					c.OnEvent(at(0).Add(now+step), &signaling.Event{Time: at(0).Add(now + step), Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: slotBytes, Serving: cell(sub6, "C")})
+				}
+				slotBusy, slotBytes, slotCap = slotBytes > 0, 0, 0
+			}
 		}
 		if dc.mismatchAt > 0 && !mismatched && el >= dc.mismatchAt {
 			// A lone bad sample: an ACK the phone stamped late, matched
@@ -426,6 +451,52 @@ func TestEqn2LossGrace(t *testing.T) {
 		c.OnPacket(ra.Add(tc.after), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: 50_000, PayloadLen: 1000, HasTS: true, TSval: 500 + uint32(tc.after/time.Millisecond)})
 		if got := f.eq2Loss && f.eq2LossEpisode == c.episode; got != tc.want {
 			t.Errorf("retransmission %v after random access: the dwell's loss %v, want %v", tc.after, got, tc.want)
+		}
+	}
+}
+
+// A sub-6 cell the database has never seen (ŝ_max the 64 KB default):
+// with nothing queued, Eqn 2's window grows toward the pipe the cell's
+// MAC slots show (Config.SlotPipe), at most doubling per RTT, and fills a
+// 233 Mbit/s cell with a 28 ms base RTT (815 KB in flight) within a few
+// RTTs where a ramp paced by the default ŝ_max took ~20: twice as many
+// bytes in the dwell's first 400 ms (which hold ~100 ms of Eqn 2 waiting
+// for the new path's RTT and rate), ten times as many where the first
+// bursts left ŝ_max at 16 KB (the bench, 02-13
+// drive 1, 2026-12-06: 90 against plain CUBIC's 178 Mbit/s in the first
+// second after mmWave → sub-6 into such a cell). It loses nothing where
+// the rule before it lost nothing: buffers of the measured sub-6 size
+// and smaller, a faster cell, whether the phone measures the queue from
+// the one-way delay or from the RTT.
+func TestEqn2DwellUnknownCellFillsFast(t *testing.T) {
+	base := 28 * time.Millisecond
+	for _, tc := range []struct {
+		mbps   float64
+		buffer int
+		clock  bool
+		want   float64 // utilisation in the first 400 ms with the fill
+	}{
+		{233, 1_387_000, true, 0.5},
+		{233, 1_387_000, false, 0.5},
+		{233, 400_000, true, 0.5},
+		{500, 1_387_000, true, 0.3},
+		{100, 400_000, true, 0.4},
+	} {
+		rate := tc.mbps * 1e6 / 8
+		var res [2]dwellResult
+		for i, on := range []Toggle{ToggleOff, ToggleOn} {
+			res[i] = runDwell(t, dwellCase{rate: func(time.Duration) float64 { return rate }, base: base, buffer: tc.buffer,
+				dur: 400 * time.Millisecond, senderClock: tc.clock, react: true, slot: 500 * time.Microsecond, slotPipe: on})
+		}
+		name := fmt.Sprintf("%.0f Mbit/s, buffer %d B, sender clock %v", tc.mbps, tc.buffer, tc.clock)
+		t.Logf("%s: first 400 ms %.1f %% of the capacity (without the fill %.1f %%), drops %d (%d), largest rwnd %d B",
+			name, 100*res[1].util(), 100*res[0].util(), res[1].drops, res[0].drops, res[1].rwndMax)
+		if res[1].drops > res[0].drops {
+			t.Errorf("%s: %d drops with the fill, %d without", name, res[1].drops, res[0].drops)
+		}
+		if res[1].util() < tc.want || res[1].util() < 1.8*res[0].util() {
+			t.Errorf("%s: %.1f %% of the capacity in the first 400 ms (%.1f %% without the fill), want ≥ %.0f %% and 1.8 times as much",
+				name, 100*res[1].util(), 100*res[0].util(), 100*tc.want)
 		}
 	}
 }

@@ -66,7 +66,10 @@ type Flow struct {
 	ecrMarkAt              time.Time
 	ecrPassedOK, ecrMarkOK bool
 
-	srtt   time.Duration // smoothed, gain 1/8 (RFC 6298), of the median of three
+	srtt time.Duration // smoothed, gain 1/8 (RFC 6298), of the median of three
+	// rttMed is the latest median of three (a raw sample until the path
+	// has three): the RTT now, without srtt's lag of a few round trips.
+	rttMed time.Duration
 	rttMin time.Duration // 0: not known on this path (see newPath)
 	// rttMinPrev is RTT_min on the path before the last handover (0:
 	// none): the in-flight bound's floor for RTT_min while the new
@@ -321,6 +324,7 @@ func (f *Flow) addRTT(now time.Time, d time.Duration) {
 		a, b, c := f.rttLast[0], f.rttLast[1], f.rttLast[2]
 		m = max(min(a, b), min(max(a, b), c))
 	}
+	f.rttMed = m
 	if f.rttN == 1 {
 		f.srtt = m
 	} else {
@@ -363,6 +367,32 @@ func (f *Flow) boundRTTMin(rttMin, floor time.Duration) time.Duration {
 // samples (for tests, metrics and the Wave hint).
 func (f *Flow) RTT() (srtt, min time.Duration, samples int) {
 	return f.srtt, f.rttMin, int(f.rttN)
+}
+
+// queueEmpty reports whether the flow's segments meet no standing queue
+// at the bottleneck now: its last one-way wait (queue.go, a lower bound)
+// when one was measured within maxAge, else its latest RTT against
+// rttMin; at most emptyQueueDelay(rttMin) counts as none. ok is false
+// when it has neither.
+func (f *Flow) queueEmpty(now time.Time, maxAge, rttMin time.Duration) (empty, ok bool) {
+	thr := emptyQueueDelay(rttMin)
+	if !f.waitAt.IsZero() && now.Sub(f.waitAt) <= maxAge {
+		return f.lastWait <= thr, true
+	}
+	if f.rttMed <= 0 || rttMin <= 0 {
+		return false, false
+	}
+	return f.rttMed-rttMin <= thr, true
+}
+
+// emptyQueueDelay is the queueing delay under which a flow's path counts
+// as having no standing queue: an eighth of RTT_min, within [4 ms,
+// 16 ms], the delay increase at which Linux's HyStart ends slow start
+// (tcp_cubic.c, HYSTART_DELAY_MIN/MAX), for the same reason: a window
+// that doubles per RTT must stop as soon as the bottleneck queues, and
+// a few milliseconds are the clocks' and the schedulers' own noise.
+func emptyQueueDelay(rttMin time.Duration) time.Duration {
+	return min(max(rttMin/8, 4*time.Millisecond), 16*time.Millisecond)
 }
 
 // open ends a hold: the flow's windows go to the sender as the laptop

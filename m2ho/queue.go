@@ -393,6 +393,7 @@ func (c *Controller) setServing(s signaling.Cell) {
 		c.flushQueue()
 		c.qMax, c.qSaved, c.qRaw = 0, 0, 0
 		c.resetBurst()
+		c.slots.reset()
 		c.servingQ = 0
 		if v, src, m := c.cfg.SMaxDB.LookupMeasured(s); src == SMaxKnown && m {
 			c.servingQ = v

@@ -59,6 +59,7 @@ type runConfig struct {
 	Eqn2Bound      string        `yaml:"eqn2-bound"`
 	RampQueue      float64       `yaml:"ramp-queue"`
 	RampPairRate   bool          `yaml:"ramp-pair-rate"`
+	SlotPipe       bool          `yaml:"slot-pipe"`
 	MmWaveClamp    bool          `yaml:"mmwave-horizontal-clamp"`
 	FirstQueue     bool          `yaml:"first-queue-vs-default"`
 	AnchorKeeps    bool          `yaml:"anchor-keeps-cell"`
@@ -117,6 +118,7 @@ func defaultRunConfig() runConfig {
 		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
 		RampQueue:          m2ho.DefaultRampQueue,
 		RampPairRate:       true,
+		SlotPipe:           true,
 		MmWaveClamp:        true,
 		FirstQueue:         true,
 		AnchorKeeps:        true,
@@ -215,6 +217,7 @@ Example (as root):
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
 	fs.Float64Var(&c.RampQueue, "ramp-queue", c.RampQueue, "share of a cell's measured s_max (its buffer, learned from one-way delay) that the ramp back on mmWave lets stand queued, and adds per RTT, in (0, 1]; less leaves headroom for the cell's capacity dips, at a slower fill")
 	fs.BoolVar(&c.RampPairRate, "ramp-pair-rate", c.RampPairRate, "on the ramp back to mmWave, read the cell's rate as the mean of its last two per-RTT samples: a window-limited flow arrives in one burst per RTT and single samples swing around its rate (false: the last sample alone)")
+	fs.BoolVar(&c.SlotPipe, "slot-pipe", c.SlotPipe, "in a sub-6 dwell under Eqn 2, while a flow meets no queue (its one-way wait, else its RTT, within max(RTT_min/8, 4ms)), let its window grow toward the pipe the cell's MAC slots show (bytes / RB share per slot, times RTT_min), at most doubling per RTT: a cell never measured fills in a few RTTs instead of growing by the 64 KiB default per RTT (false: the cap's queue alone paces it; without MAC slots in the feed it changes nothing)")
 	fs.BoolVar(&c.MmWaveClamp, "mmwave-horizontal-clamp", c.MmWaveClamp, "clamp the flows' window to the target's buffer estimate (s_max) for a handover from one mmWave cell to another too, as the paper does (false: no clamp for those; the paper saw no overflow at them, and an mmWave cell not yet measured is clamped at the least sub-6 estimate, a fraction of a mmWave flow's window, also for every prediction later withdrawn)")
 	fs.BoolVar(&c.FirstQueue, "first-queue-vs-default", c.FirstQueue, "a cell's first buffer measure (queue from one-way delay) replaces the 64 KiB default only when it is at least 2/3 of it, as it must against any other estimate: a window held at the default queues no deeper, so a smaller first measure is the window's queue, not the buffer's (false: any first measure replaces the default)")
 	fs.BoolVar(&c.AnchorKeeps, "anchor-keeps-cell", c.AnchorKeeps, "an LTE anchor handover whose command keeps the NR data cell (NSA with the secondary leg kept) is not a handover of the data path: its prediction and its command, until random access, clamp to that cell's own s_max (the buffer the data stays in while the secondary node pauses it), then c_est and Eqn 2's window carry on: no restart, no duplicate-ACK smoothing (false: a handover to an NR cell of unknown buffer, with c_est restarted)")
@@ -503,6 +506,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		Eqn2Bound:             eqn2Bound,
 		RampQueue:             c.RampQueue,
 		RampPairRate:          toggle(c.RampPairRate),
+		SlotPipe:              toggle(c.SlotPipe),
 		MmWaveHorizontalClamp: toggle(c.MmWaveClamp),
 		AnchorKeepsCell:       toggle(c.AnchorKeeps),
 		Eqn2Trace:             eqn2Trace,
