@@ -168,13 +168,15 @@ type Config struct {
 	// the cell's rate as the mean of its last two per-RTT samples
 	// (pairRate); default on. Off: the last sample alone.
 	RampPairRate Toggle
-	// SlotPipe: in the sub-6 dwell, while a flow meets no standing queue
-	// (Flow.queueEmpty), Eqn 2's window may grow toward the pipe the
-	// cell's MAC slots show (their rate at full allocation, slotRate,
-	// times RTT_min), at most doubling per RTT, in place of growing by
-	// the cap's queue alone (ŝ_max: the 64 KB default in a cell never
-	// measured); default on. Off: the queue's pace throughout (the rule
-	// before 2026-12-07). Without MAC slots it changes nothing.
+	// SlotPipe: in the sub-6 dwell and on the ramp back to mmWave,
+	// while a flow meets no standing queue (Flow.queueEmpty), Eqn 2's
+	// window may grow toward the pipe the cell's MAC slots show (their
+	// rate at full allocation, slotRate, times RTT_min), at most
+	// doubling per RTT, in place of growing by the cap's queue alone
+	// (ŝ_max: the 64 KB default in a sub-6 cell never measured, the
+	// least sub-6 value in such an mmWave cell); default on. Off: the
+	// queue's pace throughout (the rule before 2026-12-07). Without MAC
+	// slots in the feed it changes nothing.
 	SlotPipe Toggle
 	// MmWaveHorizontalClamp: a handover predicted or commanded from an
 	// mmWave cell to another mmWave cell clamps the flows to the target's
@@ -1244,16 +1246,17 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	return c.clamp(f, p, int(rwnd), ReasonStableRate)
 }
 
-// slotFill is the window, for all flows of the cell, that the sub-6
-// dwell may grow toward while f meets no standing queue (Flow.queueEmpty)
-// and the serving cell's MAC slots give its rate (slotRate): twice the
-// limit now, at most that rate times RTT_min (the smaller of this path's
-// and the previous one's: the first samples in a cell carry the queue
+// slotFill is the window, for all flows of the cell, that Eqn 2's
+// bounded window (the sub-6 dwell, and the ramp back to mmWave) may grow
+// toward while f meets no standing queue (Flow.queueEmpty) and the
+// serving cell's MAC slots give its rate (slotRate): twice the limit
+// now, at most that rate times RTT_min (the smaller of this path's and
+// the previous one's: the first samples in a cell carry the queue
 // forwarded to it). 0 where the rule does not apply: Config.SlotPipe
-// off, not in the dwell, after the dwell's own loss in this cell, a
-// queue or no measure of it, no recent slot rate.
+// off, neither in the dwell nor on the ramp, after the flow's own loss
+// in this cell, a queue or no measure of it, no recent slot rate.
 func (c *Controller) slotFill(now time.Time, f *Flow, rtt, rttMin time.Duration, share float64) float64 {
-	if !c.slotPipe || !c.eqn2Armed || f.eq2Loss && f.eq2LossEpisode == c.episode {
+	if !c.slotPipe || !(c.eqn2Armed || c.ramp) || f.eq2Loss && f.eq2LossEpisode == c.episode {
 		return 0
 	}
 	if empty, ok := f.queueEmpty(now, rtt, rttMin); !ok || !empty {

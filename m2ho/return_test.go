@@ -50,6 +50,7 @@ type returnCase struct {
 	// lastRate: the ramp reads the last per-RTT sample alone
 	// (Config.RampPairRate off).
 	lastRate bool
+	slotPipe Toggle // Config.SlotPipe
 }
 
 // swingingRate is M2HO's per-RTT estimator whose samples alternate
@@ -125,7 +126,7 @@ func runReturn(t *testing.T, rc returnCase) returnResult {
 	case rc.sMaxM > 0:
 		db.Observe(M, rc.sMaxM)
 	}
-	cfg := Config{SMaxDB: db, SignalLoss: time.Hour, RampQueue: rc.rampQueue}
+	cfg := Config{SMaxDB: db, SignalLoss: time.Hour, RampQueue: rc.rampQueue, SlotPipe: rc.slotPipe}
 	if rc.lastRate {
 		cfg.RampPairRate = ToggleOff
 	}
@@ -612,14 +613,16 @@ func TestReturnToMmWaveVaryingCapacity(t *testing.T) {
 // Eqn 2's window below what the flow has in flight, and the ramp holds it
 // near half the cell (58 % of the capacity over 2 s, as the bench's 489
 // Mbit/s); on the pair of samples (pairRate) it fills the cell within a
-// few RTTs and drops nothing.
+// few RTTs and drops nothing. Without the slot pipe (Config.SlotPipe),
+// which would fill the cell on either (94.7 % on the last sample alone):
+// this is pairRate's own case.
 func TestReturnToMmWaveSwingingRate(t *testing.T) {
 	const buf = 2_318_000
 	rate := 1100e6 / 8
 	run := func(last bool) returnResult {
 		r := runReturn(t, returnCase{rate: func(time.Duration) float64 { return rate }, base: 26800 * time.Microsecond, buffer: buf,
 			cwnd: 2_300_000, sMaxM: buf * 97 / 100, sMaxC: 1_300_000, measured: true, dur: 2 * time.Second,
-			swing: 0.5, swingCeil: rate, dwell: 9 * time.Second, lastRate: last})
+			swing: 0.5, swingCeil: rate, dwell: 9 * time.Second, lastRate: last, slotPipe: ToggleOff})
 		t.Logf("last sample alone %v: 75 %% at %v, drops %d, %.1f %% of the capacity, RTT bins %.2f", last, r.reach75, r.drops, 100*r.util(), r.bins[:min(len(r.bins), 12)])
 		return r
 	}
@@ -656,5 +659,42 @@ func TestPairRateForgetsThePreviousCell(t *testing.T) {
 	c.OnEvent(at(70), raEv(signaling.RASuccess, signaling.RAHandover))
 	if got := c.pairRate(); got != 0 {
 		t.Fatalf("after the handover, before any data in the new cell: pair rate %.0f, want 0", got)
+	}
+}
+
+// On the ramp back into an mmWave cell, the pipe its MAC slots show
+// (Config.SlotPipe) lets the window grow toward it while nothing queues,
+// at most doubling per RTT: where the cell's own ŝ_max is unknown and
+// the sub-6 fallback (60 KB) paces the ramp, the cell fills in half the
+// RTTs, with no drop; where it is known, no slower.
+func TestReturnToMmWaveSlotPipe(t *testing.T) {
+	const rate = 40_000_000 // B/s
+	base := 27 * time.Millisecond
+	bdp := int(rate * base.Seconds())
+	buffer := 650_000
+	constant := func(time.Duration) float64 { return rate }
+	for _, tc := range []struct {
+		name string
+		rc   returnCase
+		want int // fill RTT bin with the slot pipe, at most
+	}{
+		{"M unknown, carried half the pipe", returnCase{cwnd: bdp / 2, sMaxC: 60_000}, 12},
+		{"M unknown, carried twice the pipe", returnCase{cwnd: 2 * bdp, sMaxC: 60_000}, 12},
+		{"ŝ_max(M) known, carried a quarter of the pipe", returnCase{cwnd: bdp / 4, sMaxM: buffer / 2, sMaxC: 60_000}, 7},
+	} {
+		var res [2]returnResult
+		for i, on := range []Toggle{ToggleOff, ToggleOn} {
+			rc := tc.rc
+			rc.rate, rc.base, rc.buffer, rc.dur, rc.slotPipe = constant, base, buffer, 2*time.Second, on
+			res[i] = runReturn(t, rc)
+		}
+		t.Logf("%s: filled (≥ 80 %%) in RTT bin %d (%d without), 75 %% at %v (%v), drops %d (%d)",
+			tc.name, res[1].fillRTT, res[0].fillRTT, res[1].reach75, res[0].reach75, res[1].drops, res[0].drops)
+		if res[1].drops > res[0].drops {
+			t.Errorf("%s: %d drops with the slot pipe, %d without", tc.name, res[1].drops, res[0].drops)
+		}
+		if res[1].fillRTT < 0 || res[1].fillRTT > tc.want || res[0].fillRTT >= 0 && res[1].fillRTT > res[0].fillRTT {
+			t.Errorf("%s: filled in RTT bin %d (%d without), want ≤ %d", tc.name, res[1].fillRTT, res[0].fillRTT, tc.want)
+		}
 	}
 }
