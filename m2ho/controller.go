@@ -175,7 +175,7 @@ type Config struct {
 	// doubling per RTT, in place of growing by the cap's queue alone
 	// (ŝ_max: the 64 KB default in a sub-6 cell never measured, the
 	// least sub-6 value in such an mmWave cell); default on. Off: the
-	// queue's pace throughout (the rule before 2026-12-07). Without MAC
+	// queue's pace throughout (the rule before 2026-12-06, late). Without MAC
 	// slots in the feed it changes nothing.
 	SlotPipe Toggle
 	// MmWaveHorizontalClamp: a handover predicted or commanded from an
