@@ -1250,9 +1250,14 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 // bounded window (the sub-6 dwell, and the ramp back to mmWave) may grow
 // toward while f meets no standing queue (Flow.queueEmpty) and the
 // serving cell's MAC slots give its rate (slotRate): twice the limit
-// now, at most that rate times RTT_min (the smaller of this path's and
-// the previous one's: the first samples in a cell carry the queue
-// forwarded to it). 0 where the rule does not apply: Config.SlotPipe
+// now, at most that rate times this path's RTT_min. Not the smaller of
+// this path's and the previous one's, as the in-flight bound reads it:
+// after mmWave → sub-6 that is the mmWave path's, and on the bench (02-13
+// drive 1, 2026-12-06, m2ho seed 1 at 32.7 s) it held the fill at 392 KB
+// of an 800 KB pipe. The first samples in a cell can carry the queue
+// forwarded to it, and then the pipe reads high for an RTT or two; the
+// doubling bound and the queue check stand against that, as in slow
+// start. 0 where the rule does not apply: Config.SlotPipe
 // off, neither in the dwell nor on the ramp, after the flow's own loss
 // in this cell, a queue or no measure of it, no recent slot rate.
 func (c *Controller) slotFill(now time.Time, f *Flow, rtt, rttMin time.Duration, share float64) float64 {
@@ -1266,7 +1271,7 @@ func (c *Controller) slotFill(now time.Time, f *Flow, rtt, rttMin time.Duration,
 	if !ok {
 		return 0
 	}
-	return min(2*f.eq2Last*share, r*f.boundRTTMin(rttMin, c.cfg.RTTFloor).Seconds())
+	return min(2*f.eq2Last*share, r*rttMin.Seconds())
 }
 
 // pairRate is the cell's rate as the mean of c_est's last two per-RTT
