@@ -18,6 +18,10 @@ type dwellCase struct {
 	rate       func(t time.Duration) float64 // B/s of the sub-6 cell at t since the dwell began
 	base       time.Duration                 // the sub-6 base RTT
 	mmBase     time.Duration                 // the mmWave base RTT (0: no data on mmWave)
+	// mmQueue > 0: after its first three samples the mmWave path's RTT
+	// carries a standing queue of mmQueue (its RTT_min mmBase, its
+	// smoothed RTT near mmBase + mmQueue), as a full mmWave cell's does.
+	mmQueue time.Duration
 	buffer     int                           // the sub-6 buffer, bytes
 	sMax       int                           // ŝ_max(C), a lower bound of buffer
 	measured   bool                          // ŝ_max(C) is a measured queue (SMaxDB.ObserveQueue)
@@ -102,10 +106,14 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	ts := uint32(1)
 	if dc.mmBase > 0 {
 		// RTT samples on mmWave: ACK, then its echo one base RTT later.
-		for ms := 300; ms < 1000; ms += 20 {
+		for i, ms := 0, 300; ms < 1000; i, ms = i+1, ms+20 {
 			ts++
+			rtt := dc.mmBase
+			if i >= 3 {
+				rtt += dc.mmQueue
+			}
 			c.OnPacket(at(ms), &f, &Packet{Dir: Uplink, Flags: FlagACK, Window: 65535, WScale: 7, HasTS: true, TSval: ts})
-			c.OnPacket(at(ms).Add(dc.mmBase), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: uint32(ms), PayloadLen: 1, WScale: 7, HasTS: true, TSecr: ts})
+			c.OnPacket(at(ms).Add(rtt), &f, &Packet{Dir: Downlink, Flags: FlagACK, Seq: uint32(ms), PayloadLen: 1, WScale: 7, HasTS: true, TSecr: ts})
 		}
 	}
 	c.OnEvent(at(1000), command(signaling.HOIntraNR, sub6, "C"))
@@ -475,20 +483,28 @@ func TestEqn2DwellUnknownCellFillsFast(t *testing.T) {
 		buffer int
 		clock  bool
 		want   float64 // utilisation in the first 400 ms with the fill
+		// the flow came from an mmWave path of RTT_min mmBase whose
+		// smoothed RTT carried mmQueue more (0: no RTT there)
+		mmBase, mmQueue time.Duration
 	}{
-		{233, 1_387_000, true, 0.5},
-		{233, 1_387_000, false, 0.5},
-		{233, 400_000, true, 0.5},
-		{500, 1_387_000, true, 0.3},
-		{100, 400_000, true, 0.4},
+		{233, 1_387_000, true, 0.5, 0, 0},
+		{233, 1_387_000, false, 0.5, 0, 0},
+		{233, 400_000, true, 0.5, 0, 0},
+		{500, 1_387_000, true, 0.3, 0, 0},
+		{100, 400_000, true, 0.4, 0, 0},
+		// The pipe is this path's: the mmWave path's RTT_min (13 ms,
+		// under a queue of 17) would read it at half (the bench, 02-13
+		// drive 1, 2026-12-06: 392 KB of an 800 KB pipe).
+		{233, 1_387_000, true, 0.58, 13 * time.Millisecond, 17 * time.Millisecond},
 	} {
 		rate := tc.mbps * 1e6 / 8
 		var res [2]dwellResult
 		for i, on := range []Toggle{ToggleOff, ToggleOn} {
 			res[i] = runDwell(t, dwellCase{rate: func(time.Duration) float64 { return rate }, base: base, buffer: tc.buffer,
-				dur: 400 * time.Millisecond, senderClock: tc.clock, react: true, slot: 500 * time.Microsecond, slotPipe: on})
+				dur: 400 * time.Millisecond, senderClock: tc.clock, react: true, slot: 500 * time.Microsecond, slotPipe: on,
+				mmBase: tc.mmBase, mmQueue: tc.mmQueue})
 		}
-		name := fmt.Sprintf("%.0f Mbit/s, buffer %d B, sender clock %v", tc.mbps, tc.buffer, tc.clock)
+		name := fmt.Sprintf("%.0f Mbit/s, buffer %d B, sender clock %v, mmWave RTT_min before %v", tc.mbps, tc.buffer, tc.clock, tc.mmBase)
 		t.Logf("%s: first 400 ms %.1f %% of the capacity (without the fill %.1f %%), drops %d (%d), largest rwnd %d B",
 			name, 100*res[1].util(), 100*res[0].util(), res[1].drops, res[0].drops, res[1].rwndMax)
 		if res[1].drops > res[0].drops {
