@@ -175,8 +175,8 @@ type Config struct {
 	// doubling per RTT, in place of growing by the cap's queue alone
 	// (ŝ_max: the 64 KB default in a sub-6 cell never measured, the
 	// least sub-6 value in such an mmWave cell); default on. Off: the
-	// queue's pace throughout (the rule before 2026-12-06, late). Without MAC
-	// slots in the feed it changes nothing.
+	// queue's pace throughout (the rule before 2026-12-06, late).
+	// Without MAC slots in the feed it changes nothing.
 	SlotPipe Toggle
 	// MmWaveHorizontalClamp: a handover predicted or commanded from an
 	// mmWave cell to another mmWave cell clamps the flows to the target's
@@ -1257,9 +1257,9 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 // of an 800 KB pipe. The first samples in a cell can carry the queue
 // forwarded to it, and then the pipe reads high for an RTT or two; the
 // doubling bound and the queue check stand against that, as in slow
-// start. 0 where the rule does not apply: Config.SlotPipe
-// off, neither in the dwell nor on the ramp, after the flow's own loss
-// in this cell, a queue or no measure of it, no recent slot rate.
+// start. 0 where the rule does not apply: Config.SlotPipe off, neither
+// in the dwell nor on the ramp, after the flow's own loss in this cell,
+// a queue or no measure of it, no recent slot rate.
 func (c *Controller) slotFill(now time.Time, f *Flow, rtt, rttMin time.Duration, share float64) float64 {
 	if !c.slotPipe || !(c.eqn2Armed || c.ramp) || f.eq2Loss && f.eq2LossEpisode == c.episode {
 		return 0
