@@ -15,17 +15,17 @@ import (
 // tail drop at buffer, served at rate(t)), the laptop ACKing every
 // segment at once, and the controller rewriting those ACKs.
 type dwellCase struct {
-	rate       func(t time.Duration) float64 // B/s of the sub-6 cell at t since the dwell began
-	base       time.Duration                 // the sub-6 base RTT
-	mmBase     time.Duration                 // the mmWave base RTT (0: no data on mmWave)
+	rate   func(t time.Duration) float64 // B/s of the sub-6 cell at t since the dwell began
+	base   time.Duration                 // the sub-6 base RTT
+	mmBase time.Duration                 // the mmWave base RTT (0: no data on mmWave)
 	// mmQueue > 0: after its first three samples the mmWave path's RTT
 	// carries a standing queue of mmQueue (its RTT_min mmBase, its
 	// smoothed RTT near mmBase + mmQueue), as a full mmWave cell's does.
-	mmQueue time.Duration
-	buffer     int                           // the sub-6 buffer, bytes
-	sMax       int                           // ŝ_max(C), a lower bound of buffer
-	measured   bool                          // ŝ_max(C) is a measured queue (SMaxDB.ObserveQueue)
-	mismatchAt time.Duration                 // > 0: one lone RTT sample of mismatchRTT then
+	mmQueue    time.Duration
+	buffer     int           // the sub-6 buffer, bytes
+	sMax       int           // ŝ_max(C), a lower bound of buffer
+	measured   bool          // ŝ_max(C) is a measured queue (SMaxDB.ObserveQueue)
+	mismatchAt time.Duration // > 0: one lone RTT sample of mismatchRTT then
 	mismatch   time.Duration
 	dur        time.Duration
 	bound      Eqn2Bound     // the cap on Eqn 2's window (zero: the default, rate)
