@@ -376,7 +376,7 @@ func (f *Flow) RTT() (srtt, min time.Duration, samples int) {
 // when it has neither.
 func (f *Flow) queueEmpty(now time.Time, maxAge, rttMin time.Duration) (empty, ok bool) {
 	thr := emptyQueueDelay(rttMin)
-	if !f.waitAt.IsZero() && now.Sub(f.waitAt) <= maxAge {
+	if _, ok := f.queueDelay(now, maxAge); ok {
 		return f.lastWait <= thr, true
 	}
 	if f.rttMed <= 0 || rttMin <= 0 {
