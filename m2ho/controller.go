@@ -178,6 +178,18 @@ type Config struct {
 	// queue's pace throughout (the rule before 2026-12-06, late).
 	// Without MAC slots in the feed it changes nothing.
 	SlotPipe Toggle
+	// SlotStart: the same growth in a new cell's first round trips,
+	// while Eqn 2 still waits for the new path's RTT_min and rate (it
+	// held the flows at ŝ_max until then: ~100 ms at the 64 KB default
+	// on the bench), with the previous path's RTT_min (or the new
+	// path's latest sample, when less) standing in for the new one's;
+	// default on. Needs SlotPipe, and MAC slots in the feed.
+	SlotStart Toggle
+	// RTTMinTrust: Eqn 2 reads a path's RTT_min as it is, and its RTT
+	// as at least RTT_min; default on. Off: RTT_min at most the flow's
+	// srtt (the rule before 2026-12-07), which lags for ~300 ms after a
+	// handover from a faster path.
+	RTTMinTrust Toggle
 	// MmWaveHorizontalClamp: a handover predicted or commanded from an
 	// mmWave cell to another mmWave cell clamps the flows to the target's
 	// ŝ_max as any other does (§4.3, the default). Off: no clamp for it
@@ -290,6 +302,8 @@ type Controller struct {
 	inFlight    bool // Config.Eqn2InFlight
 	pairRamp    bool // Config.RampPairRate
 	slotPipe    bool // Config.SlotPipe
+	slotStart   bool // Config.SlotStart (and SlotPipe)
+	rttTrust    bool // Config.RTTMinTrust
 	slots       slotRate
 	mmClamp     bool // Config.MmWaveHorizontalClamp
 	anchorKeeps bool // Config.AnchorKeepsCell
@@ -472,6 +486,8 @@ func New(cfg Config) *Controller {
 		inFlight:    cfg.Eqn2InFlight.on(true),
 		pairRamp:    cfg.RampPairRate.on(true),
 		slotPipe:    cfg.SlotPipe.on(true),
+		slotStart:   cfg.SlotPipe.on(true) && cfg.SlotStart.on(true),
+		rttTrust:    cfg.RTTMinTrust.on(true),
 		mmClamp:     cfg.MmWaveHorizontalClamp.on(true),
 		anchorKeeps: cfg.AnchorKeepsCell.on(true),
 		obs:         cfg.Observer,
@@ -1085,16 +1101,37 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		// flows to its buffer (letting the window go would send the
 		// mmWave-sized cwnd into the sub-6 buffer at once).
 		if c.stableCap > 0 {
-			f.eq2Last, f.eq2At = float64(c.stableCap)/share, now
-			return c.clamp(f, p, c.stableCap/c.shareOf(f), ReasonStableRate)
+			lim := float64(c.stableCap) / share
+			if fill, rtt := c.startFill(now, f, share); fill/share > lim {
+				// The fill's growth, paced as below: toward the slots'
+				// pipe by what is left of it per RTT_min.
+				grow := (fill/share - f.eq2Last) * float64(now.Sub(f.eq2At)) / float64(rtt)
+				lim = max(lim, min(fill/share, f.eq2Last+max(grow, 0)))
+			}
+			f.eq2Last, f.eq2At = lim, now
+			return c.clamp(f, p, int(lim), ReasonStableRate)
 		}
 		return Verdict{}
 	}
 	cEst := r * f.srtt.Seconds()
-	// RTT_min above the smoothed RTT is a first sample of the path that
-	// a handover inflated (the uplink frozen until random access), not
-	// the path's: no more than srtt.
-	rttMin, rtt := max(min(f.rttMin, f.srtt), c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
+	// RTT_min is the path's own (Config.RTTMinTrust), and the RTT no
+	// less than it: srtt goes on from the path before at 1/8 per
+	// sample, and after a faster one (10 ms mmWave, 28 ms sub-6) it read
+	// RTT_min at 12-25 ms for ~300 ms, and paced the window's growth per
+	// RTT that much faster. The rule before read RTT_min as at most srtt
+	// against a first sample of the path that the handover inflated (143
+	// ms on a 28 ms path, srtt 47.9, on the bench on 2026-12-04), which
+	// came from echoes matched against TSvals the server had passed by;
+	// the ring frees those now (Flow.passed), and a first median that
+	// still carries what the handover held (the forwarded queue) gives
+	// way to the next clean one, RTT_min being their least, while the
+	// pace bounds what the window can gain meanwhile.
+	rttMin, rtt := max(f.rttMin, c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
+	if c.rttTrust {
+		rtt = max(rtt, rttMin)
+	} else {
+		rttMin = max(min(f.rttMin, f.srtt), c.cfg.RTTFloor)
+	}
 	rwnd := c.cfg.Lambda * cEst * rttMin.Seconds() / rtt.Seconds()
 	// The cap: bytes in flight are the pipe (rate·RTT_min, nothing
 	// queued) plus the standing queue at the bottleneck, the serving
@@ -1272,6 +1309,40 @@ func (c *Controller) slotFill(now time.Time, f *Flow, rtt, rttMin time.Duration,
 		return 0
 	}
 	return min(2*f.eq2Last*share, r*rttMin.Seconds())
+}
+
+// startFill is slotFill for a new cell's first round trips, while Eqn 2
+// still waits for the new path's RTT_min and rate (stableRwnd's hold),
+// with the RTT_min it reads the pipe with and paces it by: the previous
+// path's, or the new path's latest median when that is less (a faster
+// cell). Not the new path's first samples alone: they carry the queue
+// the handover forwarded and the ACKs the frozen uplink held. 0 where
+// the rule does not apply (Config.SlotStart off, no RTT known, and
+// slotFill's own conditions: a queue, no recent slot rate).
+//
+// Why: the hold kept the flows at ŝ_max for the ~100 ms the new path
+// needs for its RTT_min (three samples) and Eqn 2 for its first rate
+// interval, 64 KB in a cell the database does not know; on the bench
+// (02-13 drive 1, 2026-12-06, m2ho seed 3, mmWave -> sub-6 at 32.65 s)
+// 18-22 Mbit/s for the first 200 ms of a 280-340 Mbit/s cell where plain
+// CUBIC delivered 230-290. The MAC slots give the cell's rate within a
+// few slots of random access, and the path's base RTT seldom moves much
+// at a handover (the artifact's sRTT minima: 30.3 ms mmWave, 33.4 ms
+// sub-6); where it does, the doubling bound and the queue check stand
+// against a pipe read too large, as in slow start.
+func (c *Controller) startFill(now time.Time, f *Flow, share float64) (fill float64, rttMin time.Duration) {
+	if !c.slotStart {
+		return 0, 0
+	}
+	rm := f.rttMinPrev
+	if f.rttPathN > 0 && f.rttMed > 0 && (rm == 0 || f.rttMed < rm) {
+		rm = f.rttMed
+	}
+	if rm <= 0 {
+		return 0, 0
+	}
+	rm = max(rm, c.cfg.RTTFloor)
+	return c.slotFill(now, f, rm, rm, share), rm
 }
 
 // pairRate is the cell's rate as the mean of c_est's last two per-RTT
