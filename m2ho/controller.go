@@ -185,11 +185,6 @@ type Config struct {
 	// path's latest sample, when less) standing in for the new one's;
 	// default on. Needs SlotPipe, and MAC slots in the feed.
 	SlotStart Toggle
-	// RTTMinTrust: Eqn 2 reads a path's RTT_min as it is, and its RTT
-	// as at least RTT_min; default on. Off: RTT_min at most the flow's
-	// srtt (the rule before 2026-12-07), which lags for ~300 ms after a
-	// handover from a faster path.
-	RTTMinTrust Toggle
 	// MmWaveHorizontalClamp: a handover predicted or commanded from an
 	// mmWave cell to another mmWave cell clamps the flows to the target's
 	// ŝ_max as any other does (§4.3, the default). Off: no clamp for it
@@ -303,7 +298,6 @@ type Controller struct {
 	pairRamp    bool // Config.RampPairRate
 	slotPipe    bool // Config.SlotPipe
 	slotStart   bool // Config.SlotStart (and SlotPipe)
-	rttTrust    bool // Config.RTTMinTrust
 	slots       slotRate
 	mmClamp     bool // Config.MmWaveHorizontalClamp
 	anchorKeeps bool // Config.AnchorKeepsCell
@@ -487,7 +481,6 @@ func New(cfg Config) *Controller {
 		pairRamp:    cfg.RampPairRate.on(true),
 		slotPipe:    cfg.SlotPipe.on(true),
 		slotStart:   cfg.SlotPipe.on(true) && cfg.SlotStart.on(true),
-		rttTrust:    cfg.RTTMinTrust.on(true),
 		mmClamp:     cfg.MmWaveHorizontalClamp.on(true),
 		anchorKeeps: cfg.AnchorKeepsCell.on(true),
 		obs:         cfg.Observer,
@@ -1114,24 +1107,16 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 		return Verdict{}
 	}
 	cEst := r * f.srtt.Seconds()
-	// RTT_min is the path's own (Config.RTTMinTrust), and the RTT no
-	// less than it: srtt goes on from the path before at 1/8 per
-	// sample, and after a faster one (10 ms mmWave, 28 ms sub-6) it read
-	// RTT_min at 12-25 ms for ~300 ms, and paced the window's growth per
-	// RTT that much faster. The rule before read RTT_min as at most srtt
-	// against a first sample of the path that the handover inflated (143
-	// ms on a 28 ms path, srtt 47.9, on the bench on 2026-12-04), which
-	// came from echoes matched against TSvals the server had passed by;
-	// the ring frees those now (Flow.passed), and a first median that
-	// still carries what the handover held (the forwarded queue) gives
-	// way to the next clean one, RTT_min being their least, while the
-	// pace bounds what the window can gain meanwhile.
-	rttMin, rtt := max(f.rttMin, c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
-	if c.rttTrust {
-		rtt = max(rtt, rttMin)
-	} else {
-		rttMin = max(min(f.rttMin, f.srtt), c.cfg.RTTFloor)
-	}
+	// RTT_min above the smoothed RTT is a first sample of the path that
+	// a handover inflated (the uplink frozen until random access, a
+	// forwarded queue that does not drain: 67-116 ms on a 28 ms path for
+	// 400 ms, the bench on 2026-12-07), not the path's: no more than
+	// srtt. It lags after a faster path (srtt follows at 1/8 per sample:
+	// 10 ms mmWave, 28 ms sub-6, ~300 ms under the pipe on the model);
+	// reading the path's own RTT_min where the one-way wait shows no
+	// queue needs that wait's base to be the new path's (queue.go keeps
+	// the least of 4-8 s across handovers), so it stays as it is.
+	rttMin, rtt := max(min(f.rttMin, f.srtt), c.cfg.RTTFloor), max(f.srtt, c.cfg.RTTFloor)
 	rwnd := c.cfg.Lambda * cEst * rttMin.Seconds() / rtt.Seconds()
 	// The cap: bytes in flight are the pipe (rate·RTT_min, nothing
 	// queued) plus the standing queue at the bottleneck, the serving

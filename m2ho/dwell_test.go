@@ -64,10 +64,6 @@ type dwellCase struct {
 	slot      time.Duration
 	slotPipe  Toggle // Config.SlotPipe
 	slotStart Toggle // Config.SlotStart
-	rttTrust  Toggle // Config.RTTMinTrust
-	// firstRTTs: RTT samples the phone takes as the dwell begins, before
-	// any of its segments: the echoes of ACKs the frozen uplink held.
-	firstRTTs []time.Duration
 }
 
 type dwellResult struct {
@@ -102,7 +98,7 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	} else {
 		db.Observe(cell(sub6, "C"), dc.sMax)
 	}
-	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight, SlotPipe: dc.slotPipe, SlotStart: dc.slotStart, RTTMinTrust: dc.rttTrust})
+	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight, SlotPipe: dc.slotPipe, SlotStart: dc.slotStart})
 	var f Flow
 	c.Attach(at(0), &f)
 	c.OnEvent(at(0), command(signaling.HOIntraNR, mmw, "M"))
@@ -155,9 +151,6 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 		for ms := -9000; ms < 0; ms += 10 {
 			f.owd.wait(at(0).Add(start+time.Duration(ms)*time.Millisecond+dc.base/2), tsClock(start+time.Duration(ms)*time.Millisecond))
 		}
-	}
-	for _, d := range dc.firstRTTs {
-		f.addRTT(at(0).Add(start), d)
 	}
 	for nextSeq+mss <= min(dc.backlog, dc.buffer) {
 		queue = append(queue, seg{seq: nextSeq, tsec: ts})
@@ -581,54 +574,6 @@ func TestEqn2DwellFirstRTTsFromSlots(t *testing.T) {
 		}
 		if whole[1].delivered < whole[0].delivered {
 			t.Errorf("%s: %d B in 400 ms with the start fill, %d without", name, whole[1].delivered, whole[0].delivered)
-		}
-	}
-}
-
-// A sub-6 path slower than the mmWave path before it (10-13 ms there, 28
-// ms here, as where the mmWave cell's core is nearer; the artifact's
-// minima are 30.3 and 33.4 ms): Eqn 2 read RTT_min as at most srtt, which
-// carries the previous path at 1/8 per sample, and held the window at
-// half the pipe for ~300 ms (Config.RTTMinTrust). The path's own RTT_min,
-// and pacing by an RTT no less than it, deliver 1.3 to 4 times as much
-// in the first 400 ms, with no more drops, with or without the start
-// fill (Config.SlotStart); where the first samples carry what the handover held (three
-// echoes at 143 ms, the bench on 2026-12-04, or a forwarded backlog),
-// or the paths are alike, it loses nothing against the old rule.
-func TestEqn2DwellRTTMinAfterFasterPath(t *testing.T) {
-	base := 28 * time.Millisecond
-	for _, tc := range []struct {
-		mbps      float64
-		buffer    int
-		mmBase    time.Duration
-		backlog   int
-		firstRTTs []time.Duration
-		gain      float64 // least ratio of the 400 ms' bytes, trusted against not
-	}{
-		{233, 400_000, 13 * time.Millisecond, 0, nil, 1.5},
-		{233, 1_387_000, 10 * time.Millisecond, 0, nil, 2},
-		{100, 400_000, 10 * time.Millisecond, 0, nil, 1.3},
-		{233, 400_000, 28 * time.Millisecond, 0, nil, 1},
-		{233, 400_000, 28 * time.Millisecond, 64_000, []time.Duration{143 * time.Millisecond, 143 * time.Millisecond, 140 * time.Millisecond}, 1},
-		{233, 400_000, 13 * time.Millisecond, 64_000, []time.Duration{143 * time.Millisecond, 143 * time.Millisecond, 140 * time.Millisecond}, 1},
-	} {
-		for _, start := range []Toggle{ToggleOn, ToggleOff} {
-			rate := tc.mbps * 1e6 / 8
-			var res [2]dwellResult
-			for i, on := range []Toggle{ToggleOff, ToggleOn} {
-				res[i] = runDwell(t, dwellCase{rate: func(time.Duration) float64 { return rate }, base: base, buffer: tc.buffer, backlog: tc.backlog,
-					dur: 400 * time.Millisecond, senderClock: true, react: true, slot: 500 * time.Microsecond, slotPipe: ToggleOn, slotStart: start,
-					rttTrust: on, mmBase: tc.mmBase, firstRTTs: tc.firstRTTs})
-			}
-			name := fmt.Sprintf("%.0f Mbit/s, buffer %d B, mmWave RTT_min %v, backlog %d B, first samples %v, start fill %v", tc.mbps, tc.buffer, tc.mmBase, tc.backlog, tc.firstRTTs, start == ToggleOn)
-			t.Logf("%s: first 400 ms %.1f %% of the capacity (RTT_min at most srtt throughout: %.1f %%), drops %d (%d)",
-				name, 100*res[1].util(), 100*res[0].util(), res[1].drops, res[0].drops)
-			if res[1].drops > res[0].drops {
-				t.Errorf("%s: %d drops trusting the path's RTT_min, %d not", name, res[1].drops, res[0].drops)
-			}
-			if float64(res[1].delivered) < tc.gain*float64(res[0].delivered) {
-				t.Errorf("%s: %d B in 400 ms trusting the path's RTT_min, %d not, want ≥ %.2f times", name, res[1].delivered, res[0].delivered, tc.gain)
-			}
 		}
 	}
 }
