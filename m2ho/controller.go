@@ -1098,8 +1098,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			if fill, rtt := c.startFill(now, f, share); fill/share > lim {
 				// The fill's growth, paced as below: toward the slots'
 				// pipe by what is left of it per RTT_min.
-				grow := (fill/share - f.eq2Last) * float64(now.Sub(f.eq2At)) / float64(rtt)
-				lim = max(lim, min(fill/share, f.eq2Last+max(grow, 0)))
+				lim = max(lim, min(fill/share, f.eq2Paced(now, rtt, fill/share-f.eq2Last)))
 			}
 			f.eq2Last, f.eq2At = lim, now
 			return c.clamp(f, p, int(lim), ReasonStableRate)
@@ -1254,8 +1253,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 	}
 	rwnd /= share
 	if c.stableCap > 0 {
-		grow := pace / share * float64(now.Sub(f.eq2At)) / float64(rtt)
-		rwnd = min(rwnd, f.eq2Last+grow)
+		rwnd = min(rwnd, f.eq2Paced(now, rtt, pace/share))
 		f.eq2Last, f.eq2At = rwnd, now
 	}
 	if !(rwnd < math.MaxInt32) {
@@ -1294,6 +1292,12 @@ func (c *Controller) slotFill(now time.Time, f *Flow, rtt, rttMin time.Duration,
 		return 0
 	}
 	return min(2*f.eq2Last*share, r*rttMin.Seconds())
+}
+
+// eq2Paced is how far f's Eqn 2 limit may have risen by now at pace
+// bytes per rtt since it was last set (never below it).
+func (f *Flow) eq2Paced(now time.Time, rtt time.Duration, pace float64) float64 {
+	return f.eq2Last + max(pace, 0)*float64(now.Sub(f.eq2At))/float64(rtt)
 }
 
 // startFill is slotFill for a new cell's first round trips, while Eqn 2
