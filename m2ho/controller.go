@@ -424,6 +424,13 @@ type Controller struct {
 	qMaxStep   SMaxStep // the sample that set qMax (Config.SMaxTrace)
 	qSaved     int
 	owdAt      time.Time
+	// drainedAt is when the serving cell's slots last showed this UE's
+	// queue empty (an empty slot after one of under burstEndRB, or after
+	// an empty one: §4.3's end of a burst, in a burst or not); slotTail
+	// says the last slot was such a one. The one-way delay's per-path
+	// base waits for it (queue.go).
+	drainedAt time.Time
+	slotTail  bool
 }
 
 // New returns a Controller in Stable, in pass-through until the first
@@ -776,6 +783,11 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	c.slots.add(now, ts, ev.RBRatio, ev.Bytes)
 	c.served.add(ts.Add(c.slotOffset(now, ts)), ev.Bytes)
 	c.lastSlotAt = now
+	empty := !(ev.RBRatio > 0) || ev.Bytes <= 0
+	if empty && c.slotTail {
+		c.drainedAt = now
+	}
+	c.slotTail = empty || ev.RBRatio < burstEndRB
 	switch {
 	case !c.burst.in:
 		c.busySince = time.Time{}
@@ -882,8 +894,10 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 		// First packet of this flow since random access completed: what
 		// it had received by then is what Smoothing waits for.
 		f.episode, f.snap, f.released = c.episode, f.high, !f.hasHigh
-		// And its data takes a new cell: RTT_min starts over (Flow.newPath).
+		// And its data takes a new cell: RTT_min starts over (Flow.newPath),
+		// and the one-way delay's base waits for the cell's own (queue.go).
 		f.newPath()
+		f.owd.newPath(c.episodeAt)
 	}
 	if p.Dir == Downlink {
 		c.downlink(now, f, p)

@@ -79,6 +79,22 @@ import (
 //     12 ms; the bench's crossings of ≤ 1 % on mmWave are of that kind).
 //   - Payload bytes only, and only of the flows the controller sees: the
 //     estimate errs low, never high.
+//   - A handover changes the path, and the least offset with it: a
+//     new cell's radio may add or take off delay (a 0.125 ms mmWave slot
+//     against a 0.5 ms sub-6 one, its HARQ round, another gNB's
+//     backhaul). A base that goes on holding the faster path's least
+//     offset makes every segment of a slower one look queued by the
+//     difference (the queue over-measured, a window that the queue
+//     check keeps from filling); the base of a faster one only falls.
+//     So after random access the flow keeps the least offset of the new
+//     path apart (owdState.newPath), and the base becomes it once the
+//     MAC slots have shown the cell drained (an empty slot after one of
+//     under burstEndRB, §4.3's end of a burst; Controller.drainedAt) and
+//     a segment arrived after that, which met no queue: until then the
+//     forwarded queue and the first round trips' queue sit in every
+//     offset of the new path, and the old base stands (a path of the
+//     same delay, the bench's, reads right from its first segment).
+//     Without MAC slots the old base stays until its buckets age out.
 const (
 	// owdBucket is the period of the minimum one-way offset; the base is
 	// the least of the current and the previous bucket's minimum (4–8 s).
@@ -170,18 +186,47 @@ type owdState struct {
 	firstAt time.Time
 	firstOK bool
 	clockOK bool // the sender's clock passed the slope check
+	// A path not yet settled (see "A handover changes the path" above):
+	// pathAt is when the flow's data took it, pathMin the least offset
+	// measured on it (pathMinOK: any).
+	pathPending bool
+	pathAt      time.Time
+	pathMin     time.Duration
+	pathMinOK   bool
+}
+
+// newPath starts the flow's one-way delay on a path its data took at
+// at (random access): the base becomes the new path's own least offset
+// once wait sees the cell drained after at.
+func (o *owdState) newPath(at time.Time) {
+	if !o.on {
+		return
+	}
+	o.pathPending, o.pathAt, o.pathMin, o.pathMinOK = true, at, 0, false
 }
 
 // wait is how long the segment carrying ts, received at now, waited
 // beyond the least one-way delay, less owdMargin; ok is false until the
 // flow's clock has been checked (two buckets) and while it fails.
-func (o *owdState) wait(now time.Time, ts uint32) (time.Duration, bool) {
+// drained is the last time the cell was seen drained (zero: never).
+func (o *owdState) wait(now time.Time, ts uint32, drained time.Time) (time.Duration, bool) {
 	if !o.on {
 		*o = owdState{on: true, t0: now, ts0: ts}
 		o.base.add(now, 0, owdBucket)
 		return 0, false
 	}
 	off := now.Sub(o.t0) - time.Duration(int32(ts-o.ts0))*tsTick
+	if o.pathPending {
+		if !o.pathMinOK || off < o.pathMin {
+			o.pathMin, o.pathMinOK = off, true
+		}
+		if !drained.IsZero() && !drained.Before(o.pathAt) && now.Sub(drained) >= owdMargin {
+			// This segment reached the cell after it drained: the new
+			// path's least offset is the base from here.
+			o.pathPending = false
+			o.base = runMin{on: true, at: now, cur: o.pathMin}
+		}
+	}
 	if ended, endedAt, rolled := o.base.add(now, off, owdBucket); rolled {
 		if !o.firstOK {
 			o.first, o.firstAt, o.firstOK = ended, endedAt, true
@@ -237,7 +282,7 @@ func (r *runMin) least() time.Duration {
 // f, carrying a timestamp), before its bytes are added to the delivery
 // log, and keeps the serving cell's largest in qMax.
 func (c *Controller) queueSample(now time.Time, f *Flow, p *Packet) {
-	wait, ok := f.owd.wait(now, p.TSval)
+	wait, ok := f.owd.wait(now, p.TSval, c.drainedAt)
 	if !ok {
 		return
 	}
@@ -394,6 +439,7 @@ func (c *Controller) setServing(s signaling.Cell) {
 		c.qMax, c.qSaved, c.qRaw = 0, 0, 0
 		c.resetBurst()
 		c.slots.reset()
+		c.drainedAt, c.slotTail = time.Time{}, false
 		c.servingQ = 0
 		if v, src, m := c.cfg.SMaxDB.LookupMeasured(s); src == SMaxKnown && m {
 			c.servingQ = v

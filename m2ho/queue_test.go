@@ -57,7 +57,7 @@ func owdFeed(o *owdState, hz float64, ppm float64, d time.Duration) (time.Durati
 	for t := time.Duration(0); t < d; t += time.Millisecond {
 		send := t - 20*time.Millisecond
 		ts := uint32(int64(send.Seconds()*hz*(1+ppm*1e-6)) + 7_000_000)
-		w, ok = o.wait(t0.Add(t), ts)
+		w, ok = o.wait(t0.Add(t), ts, time.Time{})
 	}
 	return w, ok
 }
@@ -97,6 +97,126 @@ func TestOneWayDelayClockCheck(t *testing.T) {
 				t.Fatalf("wait %v without a queue, want about %v", w, -owdMargin)
 			}
 		})
+	}
+}
+
+// A handover to a path of another one-way delay: until the MAC slots
+// show the new cell drained the old base stands (the forwarded queue sits
+// in every offset of the new path, and on a path of the same delay the
+// old base is the right one); once a segment arrives after the drain the
+// base is the new path's least offset. A slower path then reads no queue
+// where the old base read one of the paths' difference; a faster one
+// lowers the base at once, with no drain needed.
+func TestOneWayBasePerPath(t *testing.T) {
+	const oldWay = 6 * time.Millisecond
+	hist := func(o *owdState) time.Duration {
+		// 9 s on the old path, every 10 ms, no queue.
+		var end time.Duration
+		for d := time.Duration(0); d < 9*time.Second; d += 10 * time.Millisecond {
+			o.wait(t0.Add(d+oldWay), uint32(d/time.Millisecond)+1000, time.Time{})
+			end = d
+		}
+		return end + 10*time.Millisecond
+	}
+	// seg is the wait of a segment sent at d (sender clock) and received
+	// oneWay+queue later.
+	seg := func(o *owdState, d, oneWay, queue time.Duration, drained time.Time) time.Duration {
+		w, ok := o.wait(t0.Add(d+oneWay+queue), uint32(d/time.Millisecond)+1000, drained)
+		if !ok {
+			t.Fatalf("no wait at %v", d)
+		}
+		return w
+	}
+	noQueue := func(w time.Duration) bool { return w <= -owdMargin+tsTick && w >= -owdMargin-tsTick }
+
+	t.Run("slower path", func(t *testing.T) {
+		var o owdState
+		ra := hist(&o)
+		o.newPath(t0.Add(ra))
+		const newWay = 14 * time.Millisecond
+		// The forwarded queue, 20 ms, draining at 1 ms per segment;
+		// nothing drained yet: the old base.
+		for i := 0; i < 20; i++ {
+			d := ra + time.Duration(i)*time.Millisecond
+			q := time.Duration(20-i) * time.Millisecond
+			if w, want := seg(&o, d, newWay, q, time.Time{}), newWay+q-oldWay-owdMargin; w != want {
+				t.Fatalf("before the drain, queue %v: wait %v, want %v (the old base)", q, w, want)
+			}
+		}
+		// A drain in the old cell, before random access, does not count.
+		d := ra + 25*time.Millisecond
+		if w := seg(&o, d, newWay, 0, t0.Add(ra-time.Millisecond)); noQueue(w) {
+			t.Fatalf("a drain before random access settled the path: wait %v", w)
+		}
+		// The cell drains; a segment that arrives too soon after it may
+		// be the packet loop behind the slots: still the old base.
+		drained := t0.Add(ra + 30*time.Millisecond)
+		d = ra + 30*time.Millisecond - newWay + owdMargin - time.Millisecond
+		if w := seg(&o, d, newWay, 0, drained); noQueue(w) {
+			t.Fatalf("a segment %v after the drain settled the path: wait %v", owdMargin-time.Millisecond, w)
+		}
+		d = ra + 40*time.Millisecond
+		if w := seg(&o, d, newWay, 0, drained); !noQueue(w) {
+			t.Fatalf("after the drain, no queue: wait %v, want about %v", w, -owdMargin)
+		}
+		// And a queue on the new path reads as itself.
+		d = ra + 50*time.Millisecond
+		if w := seg(&o, d, newWay, 9*time.Millisecond, drained); w < 9*time.Millisecond-owdMargin-tsTick || w > 9*time.Millisecond-owdMargin+tsTick {
+			t.Fatalf("a 9 ms queue on the new path: wait %v", w)
+		}
+	})
+	t.Run("faster path", func(t *testing.T) {
+		var o owdState
+		ra := hist(&o)
+		o.newPath(t0.Add(ra))
+		const newWay = 2 * time.Millisecond
+		if w := seg(&o, ra+5*time.Millisecond, newWay, 0, time.Time{}); !noQueue(w) {
+			t.Fatalf("a faster path without a drain: wait %v, want about %v", w, -owdMargin)
+		}
+	})
+	t.Run("same path, backlog", func(t *testing.T) {
+		// The bench's case: the same delay; the forwarded queue reads as
+		// queue from the first segment.
+		var o owdState
+		ra := hist(&o)
+		o.newPath(t0.Add(ra))
+		if w := seg(&o, ra, oldWay, 15*time.Millisecond, time.Time{}); w != 15*time.Millisecond-owdMargin {
+			t.Fatalf("forwarded queue of 15 ms: wait %v", w)
+		}
+	})
+}
+
+// The cell counts as drained at an empty slot after one of under
+// burstEndRB or after another empty one (§4.3's end of a burst), not at
+// an empty slot after a fuller one (a gap in the scheduling), and a new
+// serving cell forgets the last drain.
+func TestDrainedFromSlots(t *testing.T) {
+	c := New(Config{SMaxDB: NewSMaxDB(), SignalLoss: time.Hour})
+	a, b := cell(sub6, "A"), cell(sub6, "B")
+	slot := func(ms float64, rb float64, bytes int, s signaling.Cell) time.Time {
+		now := t0.Add(time.Duration(ms * float64(time.Millisecond)))
+		c.OnEvent(now, &signaling.Event{Time: now, Kind: signaling.KindMACSlot, RBRatio: rb, Bytes: bytes, Serving: s})
+		return now
+	}
+	slot(0, 1, 10_000, a)
+	slot(0.5, 0.7, 7_000, a)
+	slot(1, 0, 0, a)
+	if !c.drainedAt.IsZero() {
+		t.Fatalf("an empty slot after one of RB 0.7: drained at %v", c.drainedAt)
+	}
+	want := slot(1.5, 0, 0, a)
+	if !c.drainedAt.Equal(want) {
+		t.Fatalf("a second empty slot: drained at %v, want %v", c.drainedAt, want)
+	}
+	slot(2, 1, 10_000, a)
+	slot(2.5, 0.3, 3_000, a)
+	want = slot(3, 0, 0, a)
+	if !c.drainedAt.Equal(want) {
+		t.Fatalf("an empty slot after one of RB 0.3: drained at %v, want %v", c.drainedAt, want)
+	}
+	slot(3.5, 0.3, 3_000, b)
+	if !c.drainedAt.IsZero() {
+		t.Fatalf("a new serving cell kept the old cell's drain (%v)", c.drainedAt)
 	}
 }
 
