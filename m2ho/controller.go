@@ -185,6 +185,13 @@ type Config struct {
 	// path's latest sample, when less) standing in for the new one's;
 	// default on. Needs SlotPipe, and MAC slots in the feed.
 	SlotStart Toggle
+	// OWDPathBase: after random access the one-way delay's base becomes
+	// the new path's own least offset once the MAC slots show the cell
+	// drained (queue.go); default on. Off: the least offset of the last
+	// 4-8 s, across handovers (the rule before 2026-12-07, later), which
+	// reads a path slower than the one before as queued by the
+	// difference.
+	OWDPathBase Toggle
 	// MmWaveHorizontalClamp: a handover predicted or commanded from an
 	// mmWave cell to another mmWave cell clamps the flows to the target's
 	// ŝ_max as any other does (§4.3, the default). Off: no clamp for it
@@ -298,6 +305,7 @@ type Controller struct {
 	pairRamp    bool // Config.RampPairRate
 	slotPipe    bool // Config.SlotPipe
 	slotStart   bool // Config.SlotStart (and SlotPipe)
+	owdPath     bool // Config.OWDPathBase
 	slots       slotRate
 	mmClamp     bool // Config.MmWaveHorizontalClamp
 	anchorKeeps bool // Config.AnchorKeepsCell
@@ -488,6 +496,7 @@ func New(cfg Config) *Controller {
 		pairRamp:    cfg.RampPairRate.on(true),
 		slotPipe:    cfg.SlotPipe.on(true),
 		slotStart:   cfg.SlotPipe.on(true) && cfg.SlotStart.on(true),
+		owdPath:     cfg.OWDPathBase.on(true),
 		mmClamp:     cfg.MmWaveHorizontalClamp.on(true),
 		anchorKeeps: cfg.AnchorKeepsCell.on(true),
 		obs:         cfg.Observer,
@@ -897,7 +906,9 @@ func (c *Controller) OnPacket(now time.Time, f *Flow, p *Packet) Verdict {
 		// And its data takes a new cell: RTT_min starts over (Flow.newPath),
 		// and the one-way delay's base waits for the cell's own (queue.go).
 		f.newPath()
-		f.owd.newPath(c.episodeAt)
+		if c.owdPath {
+			f.owd.newPath(c.episodeAt)
+		}
 	}
 	if p.Dir == Downlink {
 		c.downlink(now, f, p)

@@ -64,6 +64,7 @@ type dwellCase struct {
 	slot      time.Duration
 	slotPipe  Toggle // Config.SlotPipe
 	slotStart Toggle // Config.SlotStart
+	owdPath   Toggle // Config.OWDPathBase
 }
 
 type dwellResult struct {
@@ -98,7 +99,7 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	} else {
 		db.Observe(cell(sub6, "C"), dc.sMax)
 	}
-	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight, SlotPipe: dc.slotPipe, SlotStart: dc.slotStart})
+	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight, SlotPipe: dc.slotPipe, SlotStart: dc.slotStart, OWDPathBase: dc.owdPath})
 	var f Flow
 	c.Attach(at(0), &f)
 	c.OnEvent(at(0), command(signaling.HOIntraNR, mmw, "M"))
@@ -528,6 +529,17 @@ func TestEqn2DwellUnknownCellFillsFast(t *testing.T) {
 		if res[1].util() < tc.want || res[1].util() < 1.8*res[0].util() {
 			t.Errorf("%s: %.1f %% of the capacity in the first 400 ms (%.1f %% without the fill), want ≥ %.0f %% and 1.8 times as much",
 				name, 100*res[1].util(), 100*res[0].util(), 100*tc.want)
+		}
+		if tc.mmBase > 0 && tc.clock {
+			// The faster path's one-way base, carried over
+			// (Config.OWDPathBase off), reads this path as queued.
+			old := runDwell(t, dwellCase{rate: func(time.Duration) float64 { return rate }, base: base, buffer: tc.buffer,
+				dur: 400 * time.Millisecond, senderClock: tc.clock, react: true, slot: 500 * time.Microsecond, slotPipe: ToggleOn,
+				mmBase: tc.mmBase, mmQueue: tc.mmQueue, owdPath: ToggleOff})
+			t.Logf("%s: with the base carried over %.1f %%", name, 100*old.util())
+			if res[1].util() < 1.5*old.util() {
+				t.Errorf("%s: %.1f %% of the capacity with the base per path, %.1f %% with it carried over, want ≥ 1.5 times", name, 100*res[1].util(), 100*old.util())
+			}
 		}
 	}
 }

@@ -61,6 +61,7 @@ type runConfig struct {
 	RampPairRate   bool          `yaml:"ramp-pair-rate"`
 	SlotPipe       bool          `yaml:"slot-pipe"`
 	SlotStart      bool          `yaml:"slot-start"`
+	OWDPathBase    bool          `yaml:"owd-path-base"`
 	MmWaveClamp    bool          `yaml:"mmwave-horizontal-clamp"`
 	FirstQueue     bool          `yaml:"first-queue-vs-default"`
 	AnchorKeeps    bool          `yaml:"anchor-keeps-cell"`
@@ -121,6 +122,7 @@ func defaultRunConfig() runConfig {
 		RampPairRate:       true,
 		SlotPipe:           true,
 		SlotStart:          true,
+		OWDPathBase:        true,
 		MmWaveClamp:        true,
 		FirstQueue:         true,
 		AnchorKeeps:        true,
@@ -221,6 +223,7 @@ Example (as root):
 	fs.BoolVar(&c.RampPairRate, "ramp-pair-rate", c.RampPairRate, "on the ramp back to mmWave, read the cell's rate as the mean of its last two per-RTT samples: a window-limited flow arrives in one burst per RTT and single samples swing around its rate (false: the last sample alone)")
 	fs.BoolVar(&c.SlotPipe, "slot-pipe", c.SlotPipe, "under Eqn 2's bounded window (a sub-6 dwell, the ramp back to mmWave), while a flow meets no queue (its one-way wait, else its RTT, within max(RTT_min/8, 4ms)), let its window grow toward the pipe the cell's MAC slots show (bytes / RB share per slot, times RTT_min), at most doubling per RTT: a cell never measured fills in a few RTTs instead of growing by its fallback buffer estimate per RTT (the 64 KiB default on sub-6) (false: the cap's queue alone paces it; without MAC slots in the feed it changes nothing)")
 	fs.BoolVar(&c.SlotStart, "slot-start", c.SlotStart, "the same growth toward the MAC slots' pipe in a new cell's first round trips, before Eqn 2 has the new path's RTT_min and rate, with the previous path's RTT_min (or the new path's latest sample, when less): without it the flows sit at the cell's buffer estimate for those ~100 ms, the 64 KiB default in a cell never measured (false: hold them there; needs --slot-pipe)")
+	fs.BoolVar(&c.OWDPathBase, "owd-path-base", c.OWDPathBase, "after a handover, measure each downlink segment's one-way wait (queue depth for the buffer estimate, the queue check of the slot growth, the pipe) against the new path's own least delay, once the MAC slots show the cell drained (false: the least delay of the last 4-8 s across handovers, which reads a path slower than the one before as queued by the difference)")
 	fs.BoolVar(&c.MmWaveClamp, "mmwave-horizontal-clamp", c.MmWaveClamp, "clamp the flows' window to the target's buffer estimate (s_max) for a handover from one mmWave cell to another too, as the paper does (false: no clamp for those; the paper saw no overflow at them, and an mmWave cell not yet measured is clamped at the least sub-6 estimate, a fraction of a mmWave flow's window, also for every prediction later withdrawn)")
 	fs.BoolVar(&c.FirstQueue, "first-queue-vs-default", c.FirstQueue, "a cell's first buffer measure (queue from one-way delay) replaces the 64 KiB default only when it is at least 2/3 of it, as it must against any other estimate: a window held at the default queues no deeper, so a smaller first measure is the window's queue, not the buffer's (false: any first measure replaces the default)")
 	fs.BoolVar(&c.AnchorKeeps, "anchor-keeps-cell", c.AnchorKeeps, "an LTE anchor handover whose command keeps the NR data cell (NSA with the secondary leg kept) is not a handover of the data path: its prediction and its command, until random access, clamp to that cell's own s_max (the buffer the data stays in while the secondary node pauses it), then c_est and Eqn 2's window carry on: no restart, no duplicate-ACK smoothing (false: a handover to an NR cell of unknown buffer, with c_est restarted)")
@@ -511,6 +514,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		RampPairRate:          toggle(c.RampPairRate),
 		SlotPipe:              toggle(c.SlotPipe),
 		SlotStart:             toggle(c.SlotStart),
+		OWDPathBase:           toggle(c.OWDPathBase),
 		MmWaveHorizontalClamp: toggle(c.MmWaveClamp),
 		AnchorKeepsCell:       toggle(c.AnchorKeeps),
 		Eqn2Trace:             eqn2Trace,
