@@ -92,6 +92,12 @@ type burstDetector struct {
 	start    time.Time
 	lastSlot time.Time
 
+	// low: the last slot was empty or under burstEndRB, in a burst or
+	// not; drained: this slot was empty after such a one, the end rule
+	// applied to every slot (the UE's queue seen empty; queue.go's
+	// per-path base waits for it).
+	low, drained bool
+
 	// History: hist[ms%rateBuckets] holds the bytes of millisecond ms
 	// (counted from origin) when histMs[...] == ms.
 	origin  time.Time
@@ -154,6 +160,7 @@ func (d *burstDetector) slot(now time.Time, rb float64, bytes int, rtt time.Dura
 	}
 	d.lastSlot = now
 	empty := !(rb > 0) || bytes <= 0 // NaN and negative count as empty
+	d.drained, d.low = empty && d.low, empty || rb < burstEndRB
 	if bytes < 0 {
 		bytes = 0
 	}

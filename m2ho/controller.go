@@ -433,12 +433,10 @@ type Controller struct {
 	qSaved     int
 	owdAt      time.Time
 	// drainedAt is when the serving cell's slots last showed this UE's
-	// queue empty (an empty slot after one of under burstEndRB, or after
-	// an empty one: §4.3's end of a burst, in a burst or not); slotTail
-	// says the last slot was such a one. The one-way delay's per-path
-	// base waits for it (queue.go).
+	// queue empty (burstDetector.drained: §4.3's end of a burst, in a
+	// burst or not). The one-way delay's per-path base waits for it
+	// (queue.go).
 	drainedAt time.Time
-	slotTail  bool
 }
 
 // New returns a Controller in Stable, in pass-through until the first
@@ -792,11 +790,9 @@ func (c *Controller) onSlot(now time.Time, ev *signaling.Event) {
 	c.slots.add(now, ts, ev.RBRatio, ev.Bytes)
 	c.served.add(ts.Add(c.slotOffset(now, ts)), ev.Bytes)
 	c.lastSlotAt = now
-	empty := !(ev.RBRatio > 0) || ev.Bytes <= 0
-	if empty && c.slotTail {
+	if c.burst.drained {
 		c.drainedAt = now
 	}
-	c.slotTail = empty || ev.RBRatio < burstEndRB
 	switch {
 	case !c.burst.in:
 		c.busySince = time.Time{}

@@ -439,7 +439,7 @@ func (c *Controller) setServing(s signaling.Cell) {
 		c.qMax, c.qSaved, c.qRaw = 0, 0, 0
 		c.resetBurst()
 		c.slots.reset()
-		c.drainedAt, c.slotTail = time.Time{}, false
+		c.drainedAt = time.Time{}
 		c.servingQ = 0
 		if v, src, m := c.cfg.SMaxDB.LookupMeasured(s); src == SMaxKnown && m {
 			c.servingQ = v
