@@ -318,3 +318,50 @@ func TestSMaxMeasuredSupersedes(t *testing.T) {
 		t.Fatalf("a file without the flag: %d measured %v", v, m)
 	}
 }
+
+// A burst estimate not above DefaultSMax stands neither for its cell nor,
+// through Lookup's minimum, for cells not known yet (SMaxDB.usable): the
+// first round trips of a flow make bursts of tens of KB, and the default
+// is a bound on the buffer at least as good. Measured queues count
+// whatever their size; the estimate is kept and counts once it grows
+// past the default; SetBurstOverDefault(false) counts any.
+func TestBurstOverDefault(t *testing.T) {
+	L, A, B, M := cell(lte, "lte-0"), cell(sub6, "A"), cell(sub6, "B"), cell(mmw, "M")
+	db := NewSMaxDB()
+	db.Observe(L, 31_458) // slow start in the first cell
+	db.Observe(A, 955_680)
+	db.Observe(B, 1_217_768)
+	// An SN release: to an LTE cell not known; a mmWave cell not known.
+	if v, src := db.Lookup(cell(lte, "")); v != 955_680 || src != SMaxAnyKnown {
+		t.Errorf("unknown LTE target: %d (%v), want A's 955680 (any-sub6)", v, src)
+	}
+	if v, src := db.Lookup(M); v != 955_680 || src != SMaxSub6ForMm {
+		t.Errorf("unknown mmWave target: %d (%v), want A's 955680", v, src)
+	}
+	if v, src := db.Lookup(L); v != 955_680 || src != SMaxAnyKnown {
+		t.Errorf("the small cell itself: %d (%v), want A's 955680 (its own estimate left out)", v, src)
+	}
+	only := NewSMaxDB()
+	only.Observe(L, DefaultSMax)
+	if v, src := only.Lookup(L); v != DefaultSMax || src != SMaxDefault {
+		t.Errorf("an estimate at the default: %d (%v), want the default", v, src)
+	}
+	if !only.Observe(L, DefaultSMax+1) {
+		t.Fatal("the estimate did not grow")
+	}
+	if v, src := only.Lookup(L); v != DefaultSMax+1 || src != SMaxKnown {
+		t.Errorf("an estimate above the default: %d (%v), want it, known", v, src)
+	}
+	// A measured queue counts whatever its size.
+	q := NewSMaxDB()
+	q.SetFirstAgainstDefault(false)
+	q.ObserveQueue(A, 20_000)
+	if v, src, m := q.LookupMeasured(B); v != 20_000 || src != SMaxSameType || !m {
+		t.Errorf("a small measured queue: %d (%v, measured %v), want 20000 same-type measured", v, src, m)
+	}
+	// The rule off: as before.
+	db.SetBurstOverDefault(false)
+	if v, src := db.Lookup(cell(lte, "")); v != 31_458 || src != SMaxSameType {
+		t.Errorf("rule off, unknown LTE target: %d (%v), want the LTE cell's 31458", v, src)
+	}
+}

@@ -63,6 +63,10 @@ type SMaxDB struct {
 	// anyFirstOverDefault: a cell's first measured queue counts against
 	// DefaultSMax whatever its size (SetFirstAgainstDefault(false)).
 	anyFirstOverDefault bool
+	// anyBurst: a burst estimate counts however small
+	// (SetBurstOverDefault(false)); else one not above DefaultSMax is
+	// not used (usable).
+	anyBurst bool
 }
 
 // SMaxSnapshot is a copy of the database's contents at one moment, in the
@@ -289,6 +293,41 @@ func (db *SMaxDB) SetFirstAgainstDefault(on bool) {
 	db.mu.Unlock()
 }
 
+// SetBurstOverDefault says whether a cell's burst estimate must be above
+// DefaultSMax to stand for it, or for other cells, in Lookup (on, the
+// default), or counts however small (off; the rule before 2026-12-07,
+// kept for comparing the two on the bench). See usable.
+func (db *SMaxDB) SetBurstOverDefault(on bool) {
+	if db == nil {
+		return
+	}
+	db.mu.Lock()
+	db.anyBurst = !on
+	db.mu.Unlock()
+}
+
+// usable reports whether cell k's value v may be used by Lookup: a
+// measured queue always; a burst estimate only above DefaultSMax.
+//
+// Why. A burst estimate ŝ_b bounds the buffer from below by what arrived
+// during a burst, so it is only as large as the sender made the burst; the
+// default's own argument (no per-UE queue holds less than 64 KiB) is a
+// bound too, and the larger of two lower bounds is the one that tells.
+// The small estimates are a flow's first round trips: a sender in slow
+// start sends bursts of tens of KB. On the bench's measured drives
+// (2026-12-07, da6a569, seed 1) five drives of ten recorded a sub-6 or
+// LTE cell of their first seconds at 31-65 KB, and through Lookup's minimum of the known
+// sub-6 cells that value became the clamp of every handover to a cell
+// not known yet, SN releases to LTE included: an A2 on a 130-700 Mbit/s
+// mmWave cell held the flow at 10-40 KB for 0.8 s until the prediction
+// was withdrawn (02-16 bw-2, 40.9 s: 10 Mbit/s where plain CUBIC had
+// 106-134), where the other sub-6 cells known stood at 0.96-1.3 MB.
+// Such a cell is not forgotten: its estimate still grows with larger
+// bursts, and counts once above the default.
+func (db *SMaxDB) usable(k cellKey, v int) bool {
+	return db.measured[k] || v > DefaultSMax || db.anyBurst
+}
+
 // firstMeasured is the share of a cell's value before (a burst estimate,
 // or another cell's) that its first measured queue must reach to replace
 // it (ObserveQueue).
@@ -354,7 +393,8 @@ func (db *SMaxDB) Get(c signaling.Cell) (int, bool) {
 // not a burst's end is a drained queue, see Controller.onSlot); for an unknown mmWave target the minimum known
 // sub-6 value (§4.3: mmWave buffers are assumed no smaller than sub-6
 // ones); for an unknown cell of another type the minimum of known cells
-// of the same type, then of any sub-6 cell; else DefaultSMax.
+// of the same type, then of any sub-6 cell; else DefaultSMax. Burst
+// estimates not above DefaultSMax are left out (usable).
 func (db *SMaxDB) Lookup(target signaling.Cell) (int, SMaxSource) {
 	v, src, _ := db.LookupMeasured(target)
 	return v, src
@@ -374,7 +414,7 @@ func (db *SMaxDB) LookupMeasured(target signaling.Cell) (int, SMaxSource, bool) 
 // lookup is LookupMeasured with db.mu held.
 func (db *SMaxDB) lookup(target signaling.Cell) (int, SMaxSource, bool) {
 	own := cellKey{target.Type, target.ID}
-	if v, ok := db.cells[own]; ok && target.ID != "" && target.Type == signaling.CellMmWave {
+	if v, ok := db.cells[own]; ok && target.ID != "" && target.Type == signaling.CellMmWave && db.usable(own, v) {
 		return v, SMaxKnown, db.measured[own]
 	}
 	if target.Type == signaling.CellMmWave {
@@ -383,7 +423,7 @@ func (db *SMaxDB) lookup(target signaling.Cell) (int, SMaxSource, bool) {
 		}
 		return DefaultSMax, SMaxDefault, false
 	}
-	if v, ok := db.cells[own]; ok && target.ID != "" {
+	if v, ok := db.cells[own]; ok && target.ID != "" && db.usable(own, v) {
 		return v, SMaxKnown, db.measured[own]
 	}
 	if target.Type != signaling.CellUnknown {
@@ -402,7 +442,7 @@ func (db *SMaxDB) lookup(target signaling.Cell) (int, SMaxSource, bool) {
 func (db *SMaxDB) minWhere(keep func(signaling.CellType) bool) (int, bool, bool) {
 	m, meas, found := 0, false, false
 	for k, v := range db.cells {
-		if keep(k.t) && (!found || v < m) {
+		if keep(k.t) && db.usable(k, v) && (!found || v < m) {
 			m, meas, found = v, db.measured[k], true
 		}
 	}

@@ -164,7 +164,7 @@ func TestEqn2DwellLosesNothing(t *testing.T) {
 		step   = 200 * time.Microsecond // one segment per step at 5 MB/s
 	)
 	run := func(sMax int) (drops, rwndMax, delivered int) {
-		db := NewSMaxDB()
+		db := testDB()
 		db.Observe(cell(sub6, "C"), sMax)
 		// No signalling during the dwell: keep it from counting as lost.
 		c := New(Config{SMaxDB: db, SignalLoss: time.Hour})
@@ -373,7 +373,7 @@ func TestRTTMinNewPath(t *testing.T) {
 // TestBurstsFeedDatabase all arrive at t = 100 ms: 4100 − 4100·2/12 =
 // 3416 (not S = 4100, what D = 0 would give).
 func TestBurstUsesSlotTimes(t *testing.T) {
-	db := NewSMaxDB()
+	db := testDB()
 	c := New(Config{SMaxDB: db})
 	c.lastRTT = 12 * time.Millisecond
 	A := cell(sub6, "A")

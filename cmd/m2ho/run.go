@@ -64,6 +64,7 @@ type runConfig struct {
 	OWDPathBase    bool          `yaml:"owd-path-base"`
 	MmWaveClamp    bool          `yaml:"mmwave-horizontal-clamp"`
 	FirstQueue     bool          `yaml:"first-queue-vs-default"`
+	BurstDefault   bool          `yaml:"burst-vs-default"`
 	AnchorKeeps    bool          `yaml:"anchor-keeps-cell"`
 	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
@@ -125,6 +126,7 @@ func defaultRunConfig() runConfig {
 		OWDPathBase:        true,
 		MmWaveClamp:        true,
 		FirstQueue:         true,
+		BurstDefault:       true,
 		AnchorKeeps:        true,
 		TunnelHints:        true,
 		TunnelReaderYield:  true,
@@ -226,6 +228,7 @@ Example (as root):
 	fs.BoolVar(&c.OWDPathBase, "owd-path-base", c.OWDPathBase, "after a handover, measure each downlink segment's one-way wait (queue depth for the buffer estimate, the queue check of the slot growth, the pipe) against the new path's own least delay, once the MAC slots show the cell drained (false: the least delay of the last 4-8 s across handovers, which reads a path slower than the one before as queued by the difference)")
 	fs.BoolVar(&c.MmWaveClamp, "mmwave-horizontal-clamp", c.MmWaveClamp, "clamp the flows' window to the target's buffer estimate (s_max) for a handover from one mmWave cell to another too, as the paper does (false: no clamp for those; the paper saw no overflow at them, and an mmWave cell not yet measured is clamped at the least sub-6 estimate, a fraction of a mmWave flow's window, also for every prediction later withdrawn)")
 	fs.BoolVar(&c.FirstQueue, "first-queue-vs-default", c.FirstQueue, "a cell's first buffer measure (queue from one-way delay) replaces the 64 KiB default only when it is at least 2/3 of it, as it must against any other estimate: a window held at the default queues no deeper, so a smaller first measure is the window's queue, not the buffer's (false: any first measure replaces the default)")
+	fs.BoolVar(&c.BurstDefault, "burst-vs-default", c.BurstDefault, "a cell's buffer estimate from MAC bursts (before a queue is measured there from one-way delay) stands for the cell, and for cells not known yet, only when above the 64 KiB default: a burst is only as large as its sender made it, and a flow's first round trips make bursts of tens of KB (false: any burst estimate counts)")
 	fs.BoolVar(&c.AnchorKeeps, "anchor-keeps-cell", c.AnchorKeeps, "an LTE anchor handover whose command keeps the NR data cell (NSA with the secondary leg kept) is not a handover of the data path: its prediction and its command, until random access, clamp to that cell's own s_max (the buffer the data stays in while the secondary node pauses it), then c_est and Eqn 2's window carry on: no restart, no duplicate-ACK smoothing (false: a handover to an NR cell of unknown buffer, with c_est restarted)")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
 	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
@@ -446,6 +449,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		}
 	}
 	db.SetFirstAgainstDefault(c.FirstQueue)
+	db.SetBurstOverDefault(c.BurstDefault)
 
 	obs := newObserver(log)
 	var ctrlObs m2ho.Observer = obs

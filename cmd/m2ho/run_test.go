@@ -52,7 +52,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
 		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Eqn2InFlight: true, Predictor: "streams", Eqn2Bound: "rate", RampQueue: 2.0 / 3, RampPairRate: true,
-		SlotPipe: true, SlotStart: true, OWDPathBase: true, MmWaveClamp: true, FirstQueue: true, AnchorKeeps: true,
+		SlotPipe: true, SlotStart: true, OWDPathBase: true, MmWaveClamp: true, FirstQueue: true, BurstDefault: true, AnchorKeeps: true,
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
 		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond, TunnelReaderYield: true,
 	}
