@@ -56,6 +56,8 @@ type RunData struct {
 	// Verdicts are the proxy's verdict counters over time (nil: not
 	// recorded).
 	Verdicts []VerdictSample
+	// Episodes are the proxy's --prediction-log (nil: not recorded).
+	Episodes []Episode
 	// TunnelRTTms are the tunnel's own RTT samples (quic-go's latest RTT,
 	// every 0.1 s; tunnel variants only).
 	TunnelRTTms []float64
@@ -353,6 +355,7 @@ type RunResult struct {
 	Capacity    []CapacityBin
 	Handovers   []HandoverRow
 	KeptCell    []KeptCellCommand // RunData.KeptCell
+	Episodes    []Episode         // RunData.Episodes
 	// Problems make the run invalid (the emulator could not keep up, the
 	// alignment failed its checks...).
 	Problems []string
@@ -383,7 +386,7 @@ func (r RunResult) Valid() bool { return len(r.Problems) == 0 }
 // data cannot be placed in time at all; everything else that makes the
 // run unusable is a Problem.
 func AnalyzeRun(d RunData) (RunResult, error) {
-	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers, KeptCell: d.KeptCell, TunnelRTTms: d.TunnelRTTms, HostCPU: d.HostCPU}
+	r := RunResult{Variant: d.Variant, Index: d.Index, Emu: d.Emu, Capacity: d.Capacity, Handovers: d.Handovers, KeptCell: d.KeptCell, Episodes: d.Episodes, TunnelRTTms: d.TunnelRTTms, HostCPU: d.HostCPU}
 	a, err := Align(d.Recv, d.LaunchNs, d.Emu.StartUnixNS, d.Sender.TimeSecs)
 	if err != nil {
 		return r, fmt.Errorf("%s run %d: %w", d.Variant, d.Index+1, err)

@@ -390,6 +390,13 @@ func LoadRun(dir string) (RunData, error) {
 			return d, err
 		}
 	}
+	if fh, err := os.Open(filepath.Join(dir, predLogFile)); err == nil {
+		d.Episodes, err = ReadPredLog(fh, filepath.Join(dir, predLogFile))
+		fh.Close()
+		if err != nil {
+			return d, err
+		}
+	}
 	ed := filepath.Join(dir, emuSubdir)
 	p := filepath.Join(ed, "emulator.json")
 	if b, err = os.ReadFile(p); err != nil {
@@ -884,7 +891,8 @@ func (r *runner) startProxy(ctx context.Context, proxyLog string, tunnelArgs []s
 	c, bin := r.chain, r.cfg.Binary
 	proxyArgs := append([]string{bin, "run", "--tether-if", netns.PhoneTetherIf, "--uplink-if", netns.PhoneUplinkIf,
 		"--tun", proxyTUN, "--socket", r.sock, "--metrics-addr", "", "--smax-db", filepath.Join(r.dir, smaxDBFile),
-		"--verdict-log", filepath.Join(r.dir, verdictFile), "--eqn2-log", filepath.Join(r.dir, eqn2File), "--smax-log", filepath.Join(r.dir, smaxLogFile)}, r.v.Args...)
+		"--verdict-log", filepath.Join(r.dir, verdictFile), "--eqn2-log", filepath.Join(r.dir, eqn2File), "--smax-log", filepath.Join(r.dir, smaxLogFile),
+		"--prediction-log", filepath.Join(r.dir, predLogFile)}, r.v.Args...)
 	proxyArgs = append(proxyArgs, tunnelArgs...)
 	proxy, err := r.start("m2ho run", proxyLog, c.Exec(netns.Phone, proxyArgs...))
 	if err != nil {

@@ -48,6 +48,9 @@ type Summary struct {
 	// Phases is where each variant's bytes went against the baseline's,
 	// by phase of the drive (phases.go).
 	Phases []PhaseGap `json:"phases,omitempty"`
+	// Episodes is what each kind of prediction episode cost or saved each
+	// variant against the baseline (from the proxy's --prediction-log).
+	Episodes []EpisodeGap `json:"episodes,omitempty"`
 	// KeptCell tallies each variant's LTE anchor handovers that kept the
 	// data cell (phases.go's PhaseAnchor*), where the link pauses.
 	KeptCell      []KeptCellTally `json:"kept_cell,omitempty"`
@@ -335,6 +338,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 	}
 	s.Comparisons = compare(runs, m, s)
 	s.Phases = comparePhases(runs, s)
+	s.Episodes = compareEpisodes(runs, s)
 	s.KeptCell = tallyKeptCell(runs, variantNames(m.Variants))
 	s.Sequences = summarizeSequences(runs, variantNames(m.Variants))
 	s.Valid = s.Valid && len(s.Problems) == 0 && len(runs) > 0
@@ -653,6 +657,7 @@ func (s Summary) writeMarkdownDetails(b *strings.Builder) {
 		}
 	}
 	writePhases(b, s.Phases)
+	writeEpisodes(b, s.Episodes)
 	writeKeptCell(b, s.KeptCell, s.Emulator.AnchorPauses > 0)
 	if len(s.Cells) > 0 {
 		b.WriteString("\n## Buffer estimates (ŝ_max) against the configured buffers\n\nThe largest over each variant's runs; * = it came from a run marked invalid (late deliveries make the estimate err high), the largest over the valid runs in brackets (– none estimated it).\n\n| cell | type | buffer (B) |")

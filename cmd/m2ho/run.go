@@ -73,6 +73,7 @@ type runConfig struct {
 	VerdictLog string `yaml:"verdict-log"`
 	Eqn2Log    string `yaml:"eqn2-log"`
 	SMaxLog    string `yaml:"smax-log"`
+	PredLog    string `yaml:"prediction-log"`
 	// The QUIC tunnel (quic and quic+m2ho flows; proxy/tunnel).
 	TunnelServer     string `yaml:"tunnel-server"`
 	TunnelServerName string `yaml:"tunnel-server-name"`
@@ -220,6 +221,7 @@ Example (as root):
 	fs.BoolVar(&c.Eqn2InFlight, "eqn2-inflight-bound", c.Eqn2InFlight, "in a sub-6 dwell under Eqn 2, keep the flows' bytes in flight at or under the cell's measured buffer estimate (s_max) while the pipe fits under it: no capacity dip can then overflow the buffer and cut the carried window (false: the cap rate*RTT_min + queue alone)")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.SMaxLog, "smax-log", c.SMaxLog, "file to append each rise of a cell's buffer estimate (s_max, measured from one-way delay) to, with the sample that made it: unix_ns of the sample, cell, type, s_max, the segment's queueing delay (us), the bytes received and the bytes the MAC slots served since it joined the queue, how long the cell had been busy (us) and the largest single sample (empty: off)")
+	fs.StringVar(&c.PredLog, "prediction-log", c.PredLog, "file to append each episode of a prediction's or a command's clamp to, when it ends (back in Stable): unix_ns of its start, its end and the command (0: none), the outcome (confirmed, unpredicted, withdrawn-timeout, withdrawn-a1, ended), the predicted type and target, the serving cell's type and the clamp in bytes (0: none) (empty: off)")
 	fs.StringVar(&c.Eqn2Bound, "eqn2-bound", c.Eqn2Bound, "cap on Eqn 2's carried window in a sub-6 dwell: rate (the cell's last per-RTT rate times RTT_min, plus s_max; the default: best goodput on the bench, but a capacity dip within the next RTT overflows the buffer) or envelope (its least per-RTT rate of the last second: the carried window survives the dips the cell has shown, at about 9 % of goodput on the bench's mixed drive)")
 	fs.Float64Var(&c.RampQueue, "ramp-queue", c.RampQueue, "share of a cell's measured s_max (its buffer, learned from one-way delay) that the ramp back on mmWave lets stand queued, and adds per RTT, in (0, 1]; less leaves headroom for the cell's capacity dips, at a slower fill")
 	fs.BoolVar(&c.RampPairRate, "ramp-pair-rate", c.RampPairRate, "on the ramp back to mmWave, read the cell's rate as the mean of its last two per-RTT samples: a window-limited flow arrives in one burst per RTT and single samples swing around its rate (false: the last sample alone)")
@@ -502,6 +504,18 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		})
 		smaxTrace = smaxL.trace
 	}
+	var predL *predLog
+	if c.PredLog != "" {
+		if predL, err = openPredLog(c.PredLog, ctrlObs); err != nil {
+			return fmt.Errorf("--prediction-log: %w", err)
+		}
+		undo = append(undo, func() {
+			if err := predL.Close(); err != nil {
+				log.Warn("prediction log", zap.Error(err))
+			}
+		})
+		ctrlObs = predL
+	}
 	ctrl := m2ho.New(m2ho.Config{
 		Rules:                 pred,
 		Lambda:                c.Lambda,
@@ -526,6 +540,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	})
 	if hf != nil {
 		hf.ctrlHint = ctrl.Hint
+	}
+	if predL != nil {
+		predL.hint = ctrl.Hint
 	}
 
 	offload, err := tun.ParseOffloadMode(c.TUNOffload)
@@ -717,6 +734,9 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		}
 		if smaxL != nil {
 			smaxL.flush()
+		}
+		if predL != nil {
+			predL.flush()
 		}
 	}
 
