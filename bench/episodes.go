@@ -61,7 +61,8 @@ func ReadPredLog(r io.Reader, name string) ([]Episode, error) {
 // the baseline in the same moments (Summary.Episodes): the receiver's
 // bits in the variant's episodes of the kind, and the baseline's over the
 // same intervals of its run of the same repetition (the same drive, the
-// same signalling), summed over the repetitions both ran. A prediction
+// same signalling), summed over the repetitions both ran, within the
+// span both receivers counted. A prediction
 // clamps the window from the report to the command; one withdrawn has
 // clamped for nothing, and the clamp's cost is the whole gap. A confirmed
 // one is split at the command: before it, the clamp's cost; after it
@@ -137,8 +138,17 @@ func compareEpisodes(runs []RunResult, s Summary) []EpisodeGap {
 			for _, x := range rb.Bins {
 				total += x.Bits
 			}
+			if len(rb.Bins) == 0 || len(rv.Bins) == 0 {
+				continue
+			}
+			// Only the moments both receivers were counting: an episode
+			// before the download began (the drive's first handover at
+			// its first report) or after it ended has nothing to compare.
+			lo := max(rb.Bins[0].T0, rv.Bins[0].T0)
+			hi := min(rb.Bins[len(rb.Bins)-1].T1, rv.Bins[len(rv.Bins)-1].T1)
 			at := func(ns int64) float64 { return float64(ns-rv.Emu.StartUnixNS) / 1e9 }
 			add := func(k key, a, b float64, clamp int64) {
+				a, b = max(a, lo), min(b, hi)
 				if b <= a {
 					return
 				}

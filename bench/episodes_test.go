@@ -69,6 +69,10 @@ func TestCompareEpisodes(t *testing.T) {
 	eps := []Episode{
 		{StartNs: ns(2.0), EndNs: ns(2.5), Outcome: "withdrawn-timeout", Type: "mmwave-to-sub6", Serving: "mmwave", Clamp: 1000},
 		{StartNs: ns(5.0), EndNs: ns(5.6), CommandNs: ns(5.1), Outcome: "confirmed", Type: "mmwave-to-sub6", Serving: "mmwave", Clamp: 3000},
+		// Before the download's first bin: nothing to compare, no row.
+		{StartNs: start - 400_000_000, EndNs: start - 100_000_000, CommandNs: start - 300_000_000, Outcome: "confirmed", Type: "horizontal", Serving: "lte", Clamp: 65536},
+		// Past its last bin: counted up to it (0.05 s).
+		{StartNs: ns(9.95), EndNs: ns(10.5), Outcome: "withdrawn-a1", Type: "horizontal", Serving: "sub6", Clamp: 2000},
 	}
 	emu := EmulatorSummary{StartUnixNS: start}
 	runs := []RunResult{
@@ -79,9 +83,13 @@ func TestCompareEpisodes(t *testing.T) {
 	}
 	s := Summary{Variants: []VariantSummary{{Name: "pass"}, {Name: "m2ho"}}}
 	gaps := compareEpisodes(runs, s)
-	if len(gaps) != 3 {
-		t.Fatalf("%d gaps, want 3: %+v", len(gaps), gaps)
+	if len(gaps) != 4 {
+		t.Fatalf("%d gaps, want 4: %+v", len(gaps), gaps)
 	}
+	if g := gaps[3]; g.Serving != "sub6" || g.Outcome != "withdrawn-a1" || math.Abs(g.Seconds-0.05) > 1e-6 || math.Abs(g.VariantMbps-100) > 1e-6 || g.SharePct != 0 {
+		t.Errorf("episode past the download's end: %+v, want 0.05 s at 100 Mbit/s in both", g)
+	}
+	gaps = gaps[:3]
 	total := 100e6 * 10 // the baseline's bits in the one repetition with a log
 	for i, w := range []struct {
 		outcome, part string
