@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
@@ -12,8 +13,13 @@ import (
 // prediction's or a command's clamp.
 const predLogFile = "predictions.tsv"
 
-// predLogColumns is the --prediction-log header (cmd/m2ho predHeader).
-var predLogColumns = []string{"start_unix_ns", "end_unix_ns", "command_unix_ns", "outcome", "type", "target", "serving", "clamp_B"}
+// predLogColumns is the --prediction-log header (cmd/m2ho predHeader);
+// predLogColumnsV1 the one before the reports column (2026-12-07), which
+// a bench re-read with --reanalyze may hold.
+var (
+	predLogColumns   = []string{"start_unix_ns", "end_unix_ns", "command_unix_ns", "outcome", "type", "target", "serving", "clamp_B", "reports"}
+	predLogColumnsV1 = predLogColumns[:8]
+)
 
 // Episode is one episode of the controller outside Stable as the proxy
 // logged it: from the prediction (or the unpredicted command) that
@@ -26,13 +32,25 @@ type Episode struct {
 	Target         string
 	Serving        string // the data cell's type when it began
 	Clamp          int64  // ŝ_max the flows shared when it began (0: none)
+	// Reports: the kinds of report the predictions rested on (lte-a3a5,
+	// nr-a3a5, lte-b1, nr-a2 joined by '+'; "-" none; "" a log without
+	// the column).
+	Reports string
 }
 
-// ReadPredLog reads the proxy's --prediction-log; errors name file:line
-// and the column.
+// ReadPredLog reads the proxy's --prediction-log (either header); errors
+// name file:line and the column.
 func ReadPredLog(r io.Reader, name string) ([]Episode, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	cols := predLogColumns
+	if head, _, _ := strings.Cut(strings.TrimLeft(string(b), "\r\n \t"), "\n"); strings.TrimRight(head, "\r") == strings.Join(predLogColumnsV1, "\t") {
+		cols = predLogColumnsV1
+	}
 	out := []Episode{}
-	err := tsv(r, name, predLogColumns, func(line int, f []string) error {
+	err = tsv(bytes.NewReader(b), name, cols, func(line int, f []string) error {
 		var v [3]int64
 		for i, c := range []int{0, 1, 2} {
 			n, err := strconv.ParseInt(f[c], 10, 64)
@@ -51,7 +69,14 @@ func ReadPredLog(r io.Reader, name string) ([]Episode, error) {
 		if f[3] == "" {
 			return fmt.Errorf("%s:%d: outcome is empty", name, line)
 		}
-		out = append(out, Episode{StartNs: v[0], EndNs: v[1], CommandNs: v[2], Outcome: f[3], Type: f[4], Target: f[5], Serving: f[6], Clamp: clamp})
+		e := Episode{StartNs: v[0], EndNs: v[1], CommandNs: v[2], Outcome: f[3], Type: f[4], Target: f[5], Serving: f[6], Clamp: clamp}
+		if len(f) > 8 {
+			if f[8] == "" {
+				return fmt.Errorf("%s:%d: reports is empty (\"-\" for none)", name, line)
+			}
+			e.Reports = f[8]
+		}
+		out = append(out, e)
 		return nil
 	})
 	return out, err
@@ -72,6 +97,7 @@ type EpisodeGap struct {
 	Baseline string `json:"baseline"`
 	Serving  string `json:"serving"`
 	Type     string `json:"type"`
+	Reports  string `json:"reports,omitempty"` // Episode.Reports
 	Outcome  string `json:"outcome"`
 	// Part: "whole" (no command), "to the command", "after the command".
 	Part    string  `json:"part"`
@@ -116,7 +142,7 @@ func compareEpisodes(runs []RunResult, s Summary) []EpisodeGap {
 	}
 	base := s.Variants[baseline(s)].Name
 	byRep := runsByRep(runs)
-	type key struct{ serving, typ, outcome, part string }
+	type key struct{ serving, typ, reports, outcome, part string }
 	type acc struct {
 		n          int
 		secs, b, v float64
@@ -165,7 +191,7 @@ func compareEpisodes(runs []RunResult, s Summary) []EpisodeGap {
 				x.clamps = append(x.clamps, float64(clamp))
 			}
 			for _, e := range rv.Episodes {
-				k := key{e.Serving, e.Type, e.Outcome, PartWhole}
+				k := key{e.Serving, e.Type, e.Reports, e.Outcome, PartWhole}
 				if e.CommandNs == 0 {
 					add(k, at(e.StartNs), at(e.EndNs), e.Clamp)
 					continue
@@ -187,6 +213,9 @@ func compareEpisodes(runs []RunResult, s Summary) []EpisodeGap {
 			if a.typ != b.typ {
 				return a.typ < b.typ
 			}
+			if a.reports != b.reports {
+				return a.reports < b.reports
+			}
 			if a.outcome != b.outcome {
 				return a.outcome < b.outcome
 			}
@@ -194,7 +223,7 @@ func compareEpisodes(runs []RunResult, s Summary) []EpisodeGap {
 		})
 		for _, k := range keys {
 			x := by[k]
-			g := EpisodeGap{Variant: vr.Name, Baseline: base, Serving: k.serving, Type: k.typ, Outcome: k.outcome, Part: k.part,
+			g := EpisodeGap{Variant: vr.Name, Baseline: base, Serving: k.serving, Type: k.typ, Reports: k.reports, Outcome: k.outcome, Part: k.part,
 				Count: x.n, Seconds: x.secs, MedianClampBytes: int64(Percentile(x.clamps, 50)), SharePct: (x.v - x.b) / total * 100}
 			if x.secs > 0 {
 				g.BaselineMbps, g.VariantMbps = x.b/x.secs/1e6, x.v/x.secs/1e6
@@ -210,10 +239,14 @@ func writeEpisodes(b *strings.Builder, gaps []EpisodeGap) {
 	if len(gaps) == 0 {
 		return
 	}
-	b.WriteString("\n## Prediction episodes\n\nEach episode of a variant's controller outside Stable (the proxy's --prediction-log: from the prediction, or the command nobody predicted, to the return to Stable), by the serving cell's type when it began, the predicted type and the outcome, against the baseline's run of the same repetition over the same intervals (the 0.1 s bins taken in proportion). Without a command the whole episode is the clamp's cost; with one it is split at the command: before it the clamp's cost, after it the handover and Smoothing. Share: the variant's bits less the baseline's over those intervals, in % of the baseline's bits over the whole runs.\n\n")
-	b.WriteString("| variant | serving | predicted | outcome | part | episodes | s | median clamp (KB) | baseline Mbit/s | variant Mbit/s | share |\n|---|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("\n## Prediction episodes\n\nEach episode of a variant's controller outside Stable (the proxy's --prediction-log: from the prediction, or the command nobody predicted, to the return to Stable), by the serving cell's type when it began, the predicted type, the reports it rested on (lte-a3a5: LTE A3/A5, nr-a3a5: NR A3/A5, lte-b1, nr-a2; - none) and the outcome, against the baseline's run of the same repetition over the same intervals (the 0.1 s bins taken in proportion). Without a command the whole episode is the clamp's cost; with one it is split at the command: before it the clamp's cost, after it the handover and Smoothing. Share: the variant's bits less the baseline's over those intervals, in % of the baseline's bits over the whole runs.\n\n")
+	b.WriteString("| variant | serving | predicted | reports | outcome | part | episodes | s | median clamp (KB) | baseline Mbit/s | variant Mbit/s | share |\n|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, g := range gaps {
-		fmt.Fprintf(b, "| %s vs %s | %s | %s | %s | %s | %d | %.1f | %.0f | %.1f | %.1f | %+.2f %% |\n",
-			g.Variant, g.Baseline, g.Serving, g.Type, g.Outcome, g.Part, g.Count, g.Seconds, float64(g.MedianClampBytes)/1000, g.BaselineMbps, g.VariantMbps, g.SharePct)
+		reports := g.Reports
+		if reports == "" {
+			reports = "?" // a log from before the column
+		}
+		fmt.Fprintf(b, "| %s vs %s | %s | %s | %s | %s | %s | %d | %.1f | %.0f | %.1f | %.1f | %+.2f %% |\n",
+			g.Variant, g.Baseline, g.Serving, g.Type, reports, g.Outcome, g.Part, g.Count, g.Seconds, float64(g.MedianClampBytes)/1000, g.BaselineMbps, g.VariantMbps, g.SharePct)
 	}
 }

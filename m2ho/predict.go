@@ -160,6 +160,10 @@ type Outcome struct {
 	// Inferred marks a Confirmed or Unpredicted handover that the reader
 	// inferred (signaling.Event.Inferred) rather than read from a command.
 	Inferred bool
+	// Reports is what the episode's predictions rested on (Predicted:
+	// the first report's kind; Confirmed, Withdrawn: every kind the
+	// episode gathered). Streams only.
+	Reports Reports
 	// Chained marks a Confirmed inferred handover whose episode had been
 	// withdrawn by its timeout before the evidence came (Streams only):
 	// that Withdrawn outcome was not a false alarm after all. No
@@ -376,6 +380,7 @@ func (p *Predictor) command(now time.Time, ev *signaling.Event) Outcome {
 	switch {
 	case p.live:
 		o.Kind, o.PredictedAt, o.Predicted, o.PredictedTarget = OutcomeConfirmed, p.predAt, p.predTyp, p.target
+		o.Reports = Reports(p.st.kinds)
 		o.Lead = now.Sub(p.predAt)
 		p.addT2(o.Lead)
 		p.live = false
@@ -385,6 +390,7 @@ func (p *Predictor) command(now time.Time, ev *signaling.Event) Outcome {
 		// the release shows only at the next B1).
 		c := &p.st.chain
 		o.Kind, o.Chained, o.PredictedAt, o.Predicted, o.PredictedTarget = OutcomeConfirmed, true, c.at, c.typ, c.target
+		o.Reports = Reports(c.kinds)
 		o.Lead = now.Sub(c.at)
 	default:
 		o.Kind = OutcomeUnpredicted

@@ -68,6 +68,44 @@ const (
 	numAnswerKinds
 )
 
+// Reports is the set of report kinds an episode's predictions rested on
+// (Outcome.Reports; Streams only, zero for the classic rule sets), one bit
+// per answer kind: which reports announced the handover, so that what
+// each kind of report costs or saves can be told apart (the bench's
+// Prediction episodes; an mmWave A2 is answered at once on some
+// networks, 1.5 s later after a B1 on others).
+type Reports uint8
+
+// The report kinds (Streams' table).
+const (
+	ReportsLTEA3A5 Reports = 1 << answerAnchor   // LTE A3/A5: anchor handover
+	ReportsNRA3A5  Reports = 1 << answerChange   // NR A3/A5: SN change
+	ReportsLTEB1   Reports = 1 << answerAddition // LTE B1: SN addition
+	ReportsNRA2    Reports = 1 << answerRelease  // NR A2: SN release
+)
+
+var reportNames = [numAnswerKinds]string{"lte-a3a5", "nr-a3a5", "lte-b1", "nr-a2"}
+
+// Append appends the kinds' names joined by '+', "-" for none.
+func (r Reports) Append(b []byte) []byte {
+	if r == 0 {
+		return append(b, '-')
+	}
+	first := true
+	for k, name := range reportNames {
+		if r&(1<<k) == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, '+')
+		}
+		b, first = append(b, name...), false
+	}
+	return b
+}
+
+func (r Reports) String() string { return string(r.Append(nil)) }
+
 // answerPrior is each kind's answer time (last report → command) before
 // any was measured, as a mean and mean deviation, and the floor of its
 // deadline margin. From TS 38.331/36.331 behaviour and the SIGCOMM'22
@@ -278,7 +316,9 @@ func (p *Predictor) tickStreams(now time.Time) Outcome {
 	}
 	c := &p.st.chain
 	c.valid, c.at, c.typ, c.target, c.kinds = true, p.predAt, p.predTyp, p.target, p.st.kinds
-	return p.withdraw(last, WithdrawTimeout)
+	o := p.withdraw(last, WithdrawTimeout)
+	o.Reports = Reports(p.st.kinds)
+	return o
 }
 
 // refreshLatest points the live prediction at the stream updated last.
@@ -344,7 +384,7 @@ func (p *Predictor) reportStreams(now time.Time, rs signaling.CellType, ev *sign
 	}
 	p.st.kinds = 1 << kind
 	p.live, p.predAt = true, now
-	return Outcome{Kind: OutcomePredicted, At: now, PredictedAt: now, Predicted: typ, Target: target}
+	return Outcome{Kind: OutcomePredicted, At: now, PredictedAt: now, Predicted: typ, Target: target, Reports: Reports(p.st.kinds)}
 }
 
 func (st *streamState) find(lte bool, ev *signaling.Event) int {
@@ -397,7 +437,9 @@ func (p *Predictor) withdrawA1(now time.Time, lte bool, serving string) Outcome 
 		p.refreshLatest()
 		return Outcome{}
 	}
-	return p.withdraw(now, WithdrawA1)
+	o := p.withdraw(now, WithdrawA1)
+	o.Reports = Reports(p.st.kinds)
+	return o
 }
 
 // judgeStream is the Streams rule table (see Streams).

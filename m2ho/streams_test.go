@@ -304,3 +304,50 @@ func TestControllerWithStreams(t *testing.T) {
 		t.Fatalf("at the B1's deadline: %v, want stable", c.State())
 	}
 }
+
+// Outcome.Reports names the kinds of report an episode rested on: the
+// first report's at the prediction, all of them at its end, whether
+// confirmed, timed out or taken back by an A1.
+func TestStreamsReports(t *testing.T) {
+	cmdAdd := &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOSNAddition, Target: cS1}
+
+	// An mmWave A2 that times out: nr-a2 alone.
+	p := NewPredictor(Streams, 0)
+	if o := p.OnEvent(at(0), nrReport(signaling.MeasA2, cMM1, signaling.Cell{})); o.Kind != OutcomePredicted || o.Reports != ReportsNRA2 {
+		t.Fatalf("A2: %v reports %v, want predicted nr-a2", o.Kind, o.Reports)
+	}
+	if o := p.Tick(at(5000)); o.Kind != OutcomeWithdrawn || o.Reason != WithdrawTimeout || o.Reports != ReportsNRA2 {
+		t.Fatalf("A2 timed out: %v %v reports %v", o.Kind, o.Reason, o.Reports)
+	}
+
+	// An A2, then a B1 in the same episode, and the addition: both.
+	p = NewPredictor(Streams, 0)
+	p.OnEvent(at(0), nrReport(signaling.MeasA2, cMM1, signaling.Cell{}))
+	p.OnEvent(at(100), lteReport(signaling.MeasB1, cS1))
+	o := p.OnEvent(at(160), cmdAdd)
+	if o.Kind != OutcomeConfirmed || o.Reports != ReportsNRA2|ReportsLTEB1 {
+		t.Fatalf("A2 + B1, addition: %v reports %v, want confirmed lte-b1+nr-a2", o.Kind, o.Reports)
+	}
+	if got := o.Reports.String(); got != "lte-b1+nr-a2" {
+		t.Errorf("name %q", got)
+	}
+
+	// The next episode starts afresh: a B1 alone.
+	if o := p.OnEvent(at(3000), lteReport(signaling.MeasB1, cS2)); o.Reports != ReportsLTEB1 {
+		t.Fatalf("next B1: reports %v", o.Reports)
+	}
+
+	// An A1 takes an A2 back: nr-a2.
+	p = NewPredictor(Streams, 0)
+	p.OnEvent(at(0), nrReport(signaling.MeasA2, cMM1, signaling.Cell{}))
+	if o := p.OnEvent(at(50), nrReport(signaling.MeasA1, cMM1, signaling.Cell{})); o.Kind != OutcomeWithdrawn || o.Reports != ReportsNRA2 {
+		t.Fatalf("A1: %v reports %v", o.Kind, o.Reports)
+	}
+
+	// The classic rule sets name none.
+	q := NewPredictor(Algorithm1, 0)
+	q.OnEvent(at(0), nrReport(signaling.MeasA2, cMM1, signaling.Cell{}))
+	if o := q.OnEvent(at(40), cmdAdd); o.Kind != OutcomeConfirmed || o.Reports != 0 || o.Reports.String() != "-" {
+		t.Fatalf("Algorithm1: %v reports %v", o.Kind, o.Reports)
+	}
+}

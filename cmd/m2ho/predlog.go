@@ -17,8 +17,10 @@ import (
 // (Stable for another reason: signal lost); type and target: the
 // prediction's (the command's when unpredicted); serving: the data
 // cell's type when it began; clamp_B: ŝ_max the flows shared when it
-// began (0: none, an unclamped mmWave → mmWave).
-const predHeader = "start_unix_ns\tend_unix_ns\tcommand_unix_ns\toutcome\ttype\ttarget\tserving\tclamp_B\n"
+// began (0: none, an unclamped mmWave → mmWave); reports: the kinds of
+// report the predictions rested on (lte-a3a5, nr-a3a5, lte-b1, nr-a2,
+// joined by '+'; "-": none, an unpredicted command or a classic rule set).
+const predHeader = "start_unix_ns\tend_unix_ns\tcommand_unix_ns\toutcome\ttype\ttarget\tserving\tclamp_B\treports\n"
 
 // predLog is an m2ho.Observer in front of another that writes each
 // episode to --prediction-log, so that what a prediction cost or saved
@@ -37,6 +39,7 @@ type predLog struct {
 	target     string
 	serving    signaling.CellType
 	clamp      int
+	reports    m2ho.Reports
 	end        time.Time
 	fill       func([]byte) []byte
 
@@ -45,6 +48,7 @@ type predLog struct {
 	lastAt      time.Time
 	lastTyp     signaling.HOType
 	lastTarget  string
+	lastReports m2ho.Reports
 	lastCommand bool
 }
 
@@ -69,7 +73,9 @@ func openPredLog(name string, next m2ho.Observer) (*predLog, error) {
 		b = appendField(b, l.target)
 		b = append(b, '\t')
 		b = append(b, l.serving.String()...)
-		return appendInts(b, int64(l.clamp))
+		b = appendInts(b, int64(l.clamp))
+		b = append(b, '\t')
+		return l.reports.Append(b)
 	}
 	return l, nil
 }
@@ -97,9 +103,9 @@ func (l *predLog) Transition(now time.Time, from, to m2ho.State, why string) {
 		}
 		l.open, l.start, l.cmd, l.outcome = true, now, time.Time{}, "ended"
 		l.serving, l.clamp = h.Serving.Type, h.SMax
-		l.typ, l.target = 0, h.Target.ID
+		l.typ, l.target, l.reports = 0, h.Target.ID, 0
 		if l.lastAt.Equal(now) {
-			l.typ, l.target = l.lastTyp, l.lastTarget
+			l.typ, l.target, l.reports = l.lastTyp, l.lastTarget, l.lastReports
 			if l.lastCommand {
 				l.outcome, l.cmd = "unpredicted", now
 			}
@@ -113,21 +119,23 @@ func (l *predLog) Transition(now time.Time, from, to m2ho.State, why string) {
 func (l *predLog) Prediction(now time.Time, p m2ho.PredictionOutcome) {
 	switch p.Kind {
 	case m2ho.OutcomePredicted:
-		l.lastAt, l.lastTyp, l.lastTarget, l.lastCommand = now, p.Predicted, p.Target.ID, false
+		l.lastAt, l.lastTyp, l.lastTarget, l.lastReports, l.lastCommand = now, p.Predicted, p.Target.ID, p.Reports, false
 	case m2ho.OutcomeUnpredicted:
 		// A command in Preparation without a live prediction (the
 		// clamp of an expired one still held) belongs to this episode;
 		// one in Stable or Smoothing opens the next.
-		l.lastAt, l.lastTyp, l.lastTarget, l.lastCommand = now, p.Actual, p.Target.ID, true
+		l.lastAt, l.lastTyp, l.lastTarget, l.lastReports, l.lastCommand = now, p.Actual, p.Target.ID, 0, true
 		if l.open && l.cmd.IsZero() {
 			l.outcome, l.cmd = "unpredicted", now
 		}
 	case m2ho.OutcomeConfirmed:
 		l.outcome, l.cmd = "confirmed", now
+		l.reports |= p.Reports
 	case m2ho.OutcomeWithdrawn:
 		if l.cmd.IsZero() {
 			l.outcome = "withdrawn-" + p.Reason.String()
 		}
+		l.reports |= p.Reports
 	}
 	l.next.Prediction(now, p)
 }

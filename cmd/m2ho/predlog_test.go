@@ -72,23 +72,24 @@ func TestPredictionLog(t *testing.T) {
 		typ        string
 		target     string
 		clamp      string
+		reports    string
 	}
 	want := []ep{
-		{100, 160, "confirmed", "horizontal", "B", "300000"},
-		{2000, 0, "withdrawn-timeout", "horizontal", "C", "300000"}, // C unknown: the least sub-6 value
-		{6000, 6000, "unpredicted", "horizontal", "A", "300000"},
+		{100, 160, "confirmed", "horizontal", "B", "300000", "nr-a3a5"},
+		{2000, 0, "withdrawn-timeout", "horizontal", "C", "300000", "nr-a3a5"}, // C unknown: the least sub-6 value
+		{6000, 6000, "unpredicted", "horizontal", "A", "300000", "-"},
 	}
 	for i, w := range want {
 		f := strings.Split(lines[i+1], "\t")
-		if len(f) != 8 {
-			t.Fatalf("line %q: %d columns, want 8", lines[i+1], len(f))
+		if len(f) != 9 {
+			t.Fatalf("line %q: %d columns, want 9", lines[i+1], len(f))
 		}
 		cmdNs := "0"
 		if w.cmd != 0 {
 			cmdNs = strconv.FormatInt(at(w.cmd).UnixNano(), 10)
 		}
-		if f[0] != strconv.FormatInt(at(w.start).UnixNano(), 10) || f[2] != cmdNs || f[3] != w.outcome || f[4] != w.typ || f[5] != w.target || f[6] != "sub6" || f[7] != w.clamp {
-			t.Errorf("episode %d: %q, want start %d ms, command %d ms, %s %s to %s from sub6, clamp %s", i, lines[i+1], w.start, w.cmd, w.outcome, w.typ, w.target, w.clamp)
+		if f[0] != strconv.FormatInt(at(w.start).UnixNano(), 10) || f[2] != cmdNs || f[3] != w.outcome || f[4] != w.typ || f[5] != w.target || f[6] != "sub6" || f[7] != w.clamp || f[8] != w.reports {
+			t.Errorf("episode %d: %q, want start %d ms, command %d ms, %s %s to %s from sub6, clamp %s, reports %s", i, lines[i+1], w.start, w.cmd, w.outcome, w.typ, w.target, w.clamp, w.reports)
 		}
 		start, _ := strconv.ParseInt(f[0], 10, 64)
 		if end, err := strconv.ParseInt(f[1], 10, 64); err != nil || end <= start || (w.cmd != 0 && end < at(w.cmd).UnixNano()) {
