@@ -46,7 +46,7 @@ func ReadPredLog(r io.Reader, name string) ([]Episode, error) {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	cols := predLogColumns
-	if head, _, _ := strings.Cut(strings.TrimLeft(string(b), "\r\n \t"), "\n"); strings.TrimRight(head, "\r") == strings.Join(predLogColumnsV1, "\t") {
+	if head, _, _ := bytes.Cut(bytes.TrimLeft(b, "\r\n \t"), []byte("\n")); string(bytes.TrimRight(head, "\r")) == strings.Join(predLogColumnsV1, "\t") {
 		cols = predLogColumnsV1
 	}
 	out := []Episode{}

@@ -280,7 +280,7 @@ func (p *Predictor) Tick(now time.Time) Outcome {
 
 func (p *Predictor) withdraw(at time.Time, why WithdrawReason) Outcome {
 	p.live = false
-	return Outcome{Kind: OutcomeWithdrawn, At: at, PredictedAt: p.predAt, Predicted: p.predTyp, Reason: why, Target: p.target}
+	return Outcome{Kind: OutcomeWithdrawn, At: at, PredictedAt: p.predAt, Predicted: p.predTyp, Reason: why, Target: p.target, Reports: Reports(p.st.kinds)}
 }
 
 // OnEvent feeds one signalling event. A prediction whose deadline had

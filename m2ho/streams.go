@@ -316,9 +316,7 @@ func (p *Predictor) tickStreams(now time.Time) Outcome {
 	}
 	c := &p.st.chain
 	c.valid, c.at, c.typ, c.target, c.kinds = true, p.predAt, p.predTyp, p.target, p.st.kinds
-	o := p.withdraw(last, WithdrawTimeout)
-	o.Reports = Reports(p.st.kinds)
-	return o
+	return p.withdraw(last, WithdrawTimeout)
 }
 
 // refreshLatest points the live prediction at the stream updated last.
@@ -437,9 +435,7 @@ func (p *Predictor) withdrawA1(now time.Time, lte bool, serving string) Outcome 
 		p.refreshLatest()
 		return Outcome{}
 	}
-	o := p.withdraw(now, WithdrawA1)
-	o.Reports = Reports(p.st.kinds)
-	return o
+	return p.withdraw(now, WithdrawA1)
 }
 
 // judgeStream is the Streams rule table (see Streams).
