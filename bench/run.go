@@ -65,6 +65,11 @@ type Config struct {
 	// NoAnchorPause replays LTE anchor handovers that keep the NR cell as
 	// signalling only (the emulator's --anchor-pause=false).
 	NoAnchorPause bool
+	// SeedDB is an ŝ_max database file (m2ho run --smax-db's form) that
+	// every run's proxy starts from, the same for every variant: what a
+	// phone learned before this drive (m2ho replay --learn-answers
+	// writes one from other drives' logs). "" = every run starts empty.
+	SeedDB string
 	// RetryInvalid is how many times a repetition with an invalid run is
 	// set aside and made again, all its variants (retry.go); 0 = never.
 	RetryInvalid int
@@ -177,6 +182,10 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	if err != nil {
 		return Summary{}, fmt.Errorf("scenario %s: %w", cfg.Scenario, err)
 	}
+	seedDB, seedSum, err := readSeedDB(cfg.SeedDB)
+	if err != nil {
+		return Summary{}, err
+	}
 	if sc.Drive != nil && cfg.Progress != nil {
 		fmt.Fprintf(cfg.Progress, "drive %s: %s\n", sc.Drive.XCAL, sc.Drive.Alignment.Text)
 	}
@@ -221,7 +230,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	st := Settings{Scenario: cfg.Scenario, ScenarioName: sc.Name, XCAL: cfg.XCAL, Capacity: cfg.Capacity, DataDir: cfg.DataDir,
 		Scale: cfg.Scale, Seed: seed, Seeds: seeds, DurationS: float64(secs), Repeat: cfg.Repeat, Variants: cfg.Variants,
-		NoAnchorPause: cfg.NoAnchorPause, CommandLine: cfg.CommandLine}
+		NoAnchorPause: cfg.NoAnchorPause, CommandLine: cfg.CommandLine, SeedDB: cfg.SeedDB, SeedDBSHA256: seedSum}
 	if err := writeSettings(cfg.OutDir, st); err != nil {
 		return Summary{}, err
 	}
@@ -232,7 +241,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 			for _, v := range cfg.Variants {
 				n++
 				rd := filepath.Join(cfg.OutDir, "runs", fmt.Sprintf("%s-%d", v.Name, i+1))
-				r := runner{cfg: cfg, sc: sc, v: v, index: i, dir: rd, secs: secs, seed: seeds[i],
+				r := runner{cfg: cfg, sc: sc, v: v, index: i, dir: rd, secs: secs, seed: seeds[i], seedDB: seedDB,
 					sock: filepath.Join(sockDir, fmt.Sprintf("s%d.sock", n)), label: fmt.Sprintf("run %d/%d %s", n, total, v.Name)}
 				if err := r.runFresh(ctx); err != nil {
 					return Summary{}, fmt.Errorf("%s: %w (files in %s)", r.label, err, rd)
@@ -542,6 +551,8 @@ type runner struct {
 	label string
 	secs  int
 	seed  uint64
+	// seedDB is the database file the proxy starts from (Config.SeedDB).
+	seedDB []byte
 
 	children []*child
 	lastMbps atomic.Uint64 // math.Float64bits of the last receiver interval
@@ -648,6 +659,12 @@ func waitExit(ctx context.Context, c *child, timeout time.Duration) error {
 func (r *runner) runFresh(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(r.dir, emuSubdir), 0o755); err != nil {
 		return err
+	}
+	if r.seedDB != nil {
+		// The proxy's database starts as the seed (Config.SeedDB).
+		if err := os.WriteFile(filepath.Join(r.dir, smaxDBFile), r.seedDB, 0o644); err != nil {
+			return err
+		}
 	}
 	chain, err := netns.NewChain("m2hob", true)
 	if err != nil {

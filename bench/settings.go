@@ -31,6 +31,10 @@ type Settings struct {
 	Variants      []Variant `json:"variants"`
 	NoAnchorPause bool      `json:"no_anchor_pause,omitempty"`
 	CommandLine   string    `json:"command_line,omitempty"`
+	// SeedDB is the database file every run's proxy started from
+	// (Config.SeedDB), with its SHA-256: the state carried in.
+	SeedDB       string `json:"seed_db,omitempty"`
+	SeedDBSHA256 string `json:"seed_db_sha256,omitempty"`
 	// FromSummary: read from an older bench's summary.json, which does
 	// not keep the data directory, a tunnel variant's server arguments
 	// or the scenario's path (only its name).
@@ -120,7 +124,8 @@ func ReadSettings(dir string) (Settings, error) {
 // Meta is the summary's metadata of a bench with these settings.
 func (s Settings) Meta() Meta {
 	m := Meta{Scenario: s.ScenarioName, Scale: s.Scale, Seed: s.Seed, Seeds: s.Seeds, DurationS: s.DurationS,
-		Repeat: max(s.Repeat, 1), CommandLine: s.CommandLine, Variants: s.Variants, DataDir: s.DataDir}
+		Repeat: max(s.Repeat, 1), CommandLine: s.CommandLine, Variants: s.Variants, DataDir: s.DataDir,
+		SeedDB: s.SeedDB, SeedDBSHA256: s.SeedDBSHA256}
 	if len(s.Seeds) > 0 {
 		m.Seed, m.Repeat = s.Seeds[0], len(s.Seeds)
 	}

@@ -23,11 +23,15 @@ type Summary struct {
 	Variants  []VariantSummary `json:"variants"`
 	Emulator  EmulatorBlock    `json:"emulator"`
 
-	Seed        uint64   `json:"seed"`
-	DurationS   float64  `json:"duration_s"`
-	Repeat      int      `json:"repeat"`
-	CommandLine string   `json:"command_line"`
-	Problems    []string `json:"problems,omitempty"`
+	Seed        uint64  `json:"seed"`
+	DurationS   float64 `json:"duration_s"`
+	Repeat      int     `json:"repeat"`
+	CommandLine string  `json:"command_line"`
+	// SeedDB: the database every run's proxy started from (bench
+	// --seed-db), with its SHA-256; absent when the runs started empty.
+	SeedDB       string   `json:"seed_db,omitempty"`
+	SeedDBSHA256 string   `json:"seed_db_sha256,omitempty"`
+	Problems     []string `json:"problems,omitempty"`
 	// AlignmentLagP50Ms is the largest per-run median print delay of the
 	// receiver lines (see Alignment): the alignment's quality.
 	AlignmentLagP50Ms float64 `json:"alignment_lag_p50_ms"`
@@ -150,6 +154,9 @@ type Meta struct {
 	CommandLine string
 	Variants    []Variant // order of the summary; variants without runs still appear
 	DataDir     string    // shared data for the calibration's reference ("" = the default)
+	// SeedDB and its SHA-256: the database every run's proxy started
+	// from (Config.SeedDB); "" = none.
+	SeedDB, SeedDBSHA256 string
 }
 
 // Summarize pools the runs per variant. The summary is valid only when
@@ -157,7 +164,7 @@ type Meta struct {
 // same number of handovers.
 func Summarize(runs []RunResult, m Meta) Summary {
 	s := Summary{Scenario: m.Scenario, Scale: m.Scale, Seed: m.Seed, DurationS: m.DurationS,
-		Repeat: m.Repeat, CommandLine: m.CommandLine, Valid: true}
+		Repeat: m.Repeat, CommandLine: m.CommandLine, SeedDB: m.SeedDB, SeedDBSHA256: m.SeedDBSHA256, Valid: true}
 	hoSeen := -1
 	for _, r := range runs {
 		for _, p := range r.Problems {
@@ -582,6 +589,9 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 		strings.Join(s.SenderCongestion, ", "), s.Seeds, s.ConvergenceFraction*100, strings.Join(s.ConvergenceWindowsS, " and "))
 	if len(s.Retried) > 0 {
 		b.WriteString(retriedMarkdown(s.Retried))
+	}
+	if s.SeedDB != "" {
+		fmt.Fprintf(&b, "- every run's proxy started from the database %s (sha256 %s), the same for every variant\n", s.SeedDB, s.SeedDBSHA256)
 	}
 	fmt.Fprintf(&b, "- command: `%s`\n\n", s.CommandLine)
 

@@ -69,6 +69,7 @@ package m2ho
 
 import (
 	"math"
+	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/m2ho/bwe"
@@ -213,6 +214,13 @@ type Config struct {
 	// ŝ_max is not known (Lookup's fallback: on mmWave the least sub-6
 	// value, or DefaultSMax), with c_est restarted at random access.
 	AnchorKeepsCell Toggle
+	// AnswerRates: a prediction that rests only on kinds of report the
+	// network has rarely answered within their deadline (learned per
+	// kind and data cell type in SMaxDB, answers.go) clamps nothing
+	// until a command comes (the default); the command clamps as ever.
+	// Off: every prediction clamps (§4.3). The rates are learned either
+	// way.
+	AnswerRates Toggle
 	// Eqn2Trace, when set, is called with every window Eqn 2 computes
 	// (in the sub-6 dwell and on the ramp), for diagnostics (m2ho run
 	// --eqn2-log). Like Observer it is called synchronously from
@@ -310,8 +318,10 @@ type Controller struct {
 	mmClamp     bool // Config.MmWaveHorizontalClamp
 	anchorKeeps bool // Config.AnchorKeepsCell
 	keepCell    bool // the command being executed is an anchor handover that keeps the data cell
-	// unclamped: the handover in preparation goes from mmWave to mmWave
-	// and MmWaveHorizontalClamp is off: no clamp (see prepare).
+	answerRates bool // Config.AnswerRates
+	// unclamped: no clamp for the handover in preparation: it goes from
+	// mmWave to mmWave and MmWaveHorizontalClamp is off, or it is a
+	// prediction the network rarely answers (see prepare).
 	unclamped bool
 	obs       Observer
 	pred      *Predictor
@@ -487,8 +497,11 @@ func New(cfg Config) *Controller {
 		// other networks (multi-shot reports, per-kind answer times).
 		cfg.Rules = Streams
 	}
+	pred := NewPredictor(cfg.Rules, cfg.DefaultT2)
+	pred.SetAnswerBook(cfg.SMaxDB)
 	return &Controller{
 		cfg:         cfg,
+		answerRates: cfg.AnswerRates.on(true),
 		stableRate:  cfg.StableRate.on(true),
 		inFlight:    cfg.Eqn2InFlight.on(true),
 		pairRamp:    cfg.RampPairRate.on(true),
@@ -498,7 +511,7 @@ func New(cfg Config) *Controller {
 		mmClamp:     cfg.MmWaveHorizontalClamp.on(true),
 		anchorKeeps: cfg.AnchorKeepsCell.on(true),
 		obs:         cfg.Observer,
-		pred:        NewPredictor(cfg.Rules, cfg.DefaultT2),
+		pred:        pred,
 		est:         cfg.Estimator(),
 		env:         envelope{window: cfg.EnvelopeWindow},
 		passThrough: true,
@@ -650,11 +663,15 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			// the old one's smoothing ends (its forwarded data has had
 			// its chance) and the clamp protects the next target.
 			c.prepare(target)
+			why := "handover predicted"
+			if c.unclamped && !c.mmWaveToMmWave(target) {
+				why = "handover predicted, no clamp: its reports are rarely answered in time"
+			}
 			switch c.state {
 			case Stable:
-				c.setState(now, Preparation, "handover predicted")
+				c.setState(now, Preparation, why)
 			case Smoothing:
-				c.setState(now, Preparation, "handover predicted during smoothing")
+				c.setState(now, Preparation, strings.Replace(why, "predicted", "predicted during smoothing", 1))
 			}
 		}
 	case signaling.KindHOCommand:
@@ -831,7 +848,17 @@ func (c *Controller) prepare(target signaling.Cell) {
 	// after (stableCap at random access). A flow on the ramp back to
 	// mmWave stays held: its sender's window is the stale one the ramp
 	// is there for.
-	c.unclamped = !c.mmClamp && !c.ramp && c.serving.Type == signaling.CellMmWave && target.Type == signaling.CellMmWave
+	//
+	// Nor for a prediction the network rarely answers in time (answers.go):
+	// its clamp would last to the deadline and save nothing. The command,
+	// if one comes, clamps (c.commanded is set before prepare).
+	c.unclamped = !c.ramp && (c.mmWaveToMmWave(target) || c.answerRates && !c.commanded && c.pred.Unanswered())
+}
+
+// mmWaveToMmWave reports whether a handover to target is an mmWave →
+// mmWave one that MmWaveHorizontalClamp (off) leaves unclamped.
+func (c *Controller) mmWaveToMmWave(target signaling.Cell) bool {
+	return !c.mmClamp && c.serving.Type == signaling.CellMmWave && target.Type == signaling.CellMmWave
 }
 
 // Dirty reports whether the ŝ_max database has unsaved changes; the caller

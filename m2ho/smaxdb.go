@@ -67,13 +67,17 @@ type SMaxDB struct {
 	// (SetBurstOverDefault(false)); else one not above DefaultSMax is
 	// not used (usable).
 	anyBurst bool
+	// answers: how often the network answers each kind of report in
+	// time (answers.go).
+	answers [numAnswerKinds][numSourceTypes]answerCount
 }
 
 // SMaxSnapshot is a copy of the database's contents at one moment, in the
 // stable order of its stored form, to be written outside any lock.
 type SMaxSnapshot struct {
-	gen   uint64
-	cells []smaxEntry
+	gen     uint64
+	cells   []smaxEntry
+	answers []answerEntry
 }
 
 // Len is the number of cells in the snapshot.
@@ -83,6 +87,9 @@ func (s SMaxSnapshot) Len() int { return len(s.cells) }
 type smaxFile struct {
 	Version int         `json:"version"`
 	Cells   []smaxEntry `json:"cells"`
+	// Answers: how often the network answered each kind of report in
+	// time (answers.go); absent in files written before it.
+	Answers []answerEntry `json:"answers,omitempty"`
 }
 
 type smaxEntry struct {
@@ -164,6 +171,9 @@ func UnmarshalSMaxDB(b []byte) (*SMaxDB, error) {
 			db.full[k] = true
 		}
 	}
+	if err := db.loadAnswers(f.Answers); err != nil {
+		return nil, err
+	}
 	db.saved = db.gen // what was loaded is what the file holds
 	return db, nil
 }
@@ -180,6 +190,7 @@ func (db *SMaxDB) Snapshot() SMaxSnapshot {
 	for k, v := range db.cells {
 		s.cells = append(s.cells, smaxEntry{ID: k.id, Type: cellTypeName(k.t), SMax: v, Measured: db.measured[k], Full: db.full[k]})
 	}
+	s.answers = db.answerEntries()
 	db.mu.Unlock()
 	sort.Slice(s.cells, func(i, j int) bool {
 		if s.cells[i].Type != s.cells[j].Type {
@@ -193,7 +204,7 @@ func (db *SMaxDB) Snapshot() SMaxSnapshot {
 // Marshal is the stored form of the snapshot: indented JSON with a
 // trailing newline, cells in a stable order.
 func (s SMaxSnapshot) Marshal() ([]byte, error) {
-	f := smaxFile{Version: 1, Cells: s.cells}
+	f := smaxFile{Version: 1, Cells: s.cells, Answers: s.answers}
 	if f.Cells == nil {
 		f.Cells = []smaxEntry{}
 	}

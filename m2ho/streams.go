@@ -170,6 +170,7 @@ type stream struct {
 	interval        time.Duration // between its last two reports
 	typ             signaling.HOType
 	target          signaling.Cell
+	src             signaling.CellType // the data cell's type at its first report (answers.go)
 }
 
 type streamState struct {
@@ -177,6 +178,9 @@ type streamState struct {
 	n      int
 	latest int // index of the stream updated last
 	ans    [numAnswerKinds]answerTime
+	// book learns how often each kind is answered in time (answers.go);
+	// nil: not learned.
+	book *SMaxDB
 	// expired is, per kind, the last report of the latest stream that
 	// expired since the last handover: a command that comes later still
 	// teaches its answer time, or a network slower than the prior could
@@ -254,6 +258,7 @@ func (st *streamState) answered(now time.Time, ho signaling.HOKind) {
 		if answers(ho, s.kind) {
 			st.ans[s.kind].add(now.Sub(s.last))
 			seen[s.kind] = true
+			st.book.observeAnswer(s.kind, s.src, true)
 		}
 	}
 	for k := range st.expired {
@@ -290,6 +295,27 @@ func (p *Predictor) AnswerTimes() (mean, margin [numAnswerKinds]time.Duration) {
 	return
 }
 
+// SetAnswerBook has the stream rule set learn, in db, how often the
+// network answers each kind of report within its stream's deadline
+// (answers.go); nil stops it. The classic rule sets learn nothing.
+func (p *Predictor) SetAnswerBook(db *SMaxDB) { p.st.book = db }
+
+// Unanswered reports whether the live prediction rests only on kinds of
+// report the network rarely answers in time, as learned (SetAnswerBook):
+// every live stream's kind, from its data cell's type. False with no
+// live prediction, no book or a classic rule set.
+func (p *Predictor) Unanswered() bool {
+	if !p.live || p.judge != nil || p.st.book == nil || p.st.n == 0 {
+		return false
+	}
+	for i := 0; i < p.st.n; i++ {
+		if s := &p.st.s[i]; !p.st.book.rarelyAnswered(s.kind, s.src) {
+			return false
+		}
+	}
+	return true
+}
+
 // tickStreams expires streams whose deadline is not after now; the
 // episode is withdrawn when the last one goes.
 func (p *Predictor) tickStreams(now time.Time) Outcome {
@@ -305,6 +331,7 @@ func (p *Predictor) tickStreams(now time.Time) Outcome {
 			if s.last.After(p.st.expired[s.kind]) {
 				p.st.expired[s.kind] = s.last
 			}
+			p.st.book.observeAnswer(s.kind, s.src, false)
 			p.st.remove(i)
 			continue
 		}
@@ -364,7 +391,7 @@ func (p *Predictor) reportStreams(now time.Time, rs signaling.CellType, ev *sign
 	i := p.st.find(lte, ev)
 	if i < 0 {
 		i = p.st.add()
-		p.st.s[i] = stream{lte: lte, meas: ev.Meas, serving: ev.Serving.ID, nbr: ev.Neighbor.ID, kind: kind, first: now}
+		p.st.s[i] = stream{lte: lte, meas: ev.Meas, serving: ev.Serving.ID, nbr: ev.Neighbor.ID, kind: kind, first: now, src: p.serving}
 	} else {
 		p.st.s[i].interval = now.Sub(p.st.s[i].last)
 	}

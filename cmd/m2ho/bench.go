@@ -69,6 +69,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
   m2ho bench --variants pass,m2ho,lam2 --variant-def 'lam2=--default-mode m2ho --lambda 2'
   m2ho bench --variants quic,qw --variant-def 'qw=--default-mode quic --tunnel-hints=false | --pacer wave'
   m2ho bench --xcal drive-ho.csv --capacity udp-bw.log --variants pass
+  m2ho replay --learn-answers seed.json other-drive-*.csv && m2ho bench --xcal drive-ho.csv --seed-db seed.json
   m2ho bench --reanalyze bench-out/mixed-drive-20260101-120000`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger()
@@ -140,6 +141,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 	f.StringVar(&cfg.DataDir, "data-dir", "", "shared data directory for scenarios built from measurements")
 	f.Float64Var(&cfg.LateThreshold, "late-threshold", 0, "emulator: percent of late deliveries that make a run invalid (0: its default)")
 	f.BoolVar(&anchorPause, "anchor-pause", true, "emulator: pause the link at LTE anchor handovers that keep the NR cell (command to random access, the queue kept; TS 37.340 10.7); false replays them as signalling only, as before 2026-12-06")
+	f.StringVar(&cfg.SeedDB, "seed-db", "", "start every run's proxy from this s_max database file (m2ho run --smax-db's form), the same for every variant: what a phone learned before this drive, e.g. the answer rates m2ho replay --learn-answers learned from other drives' logs (default: every run starts empty)")
 	f.IntVar(&cfg.RetryInvalid, "retry-invalid", 0, "make a repetition again, all its variants with the same seed, when one of its runs is invalid (the emulator could not keep up), at most N times; the attempts set aside are kept in OUT/runs-retried and listed in the summary")
 	f.IntVar(&cfg.Port, "port", 5201, "iperf3 port")
 	f.StringVar(&reanalyze, "reanalyze", "", "re-read DIR/runs of a finished or interrupted bench and rewrite its outputs (no runs), with the bench's own settings from DIR/bench.json (an older bench: its summary.json); flags given override them")

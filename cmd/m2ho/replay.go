@@ -15,6 +15,7 @@ import (
 
 	"github.com/m2ho/m2ho/m2ho"
 	"github.com/m2ho/m2ho/m2ho/score"
+	"github.com/m2ho/m2ho/m2ho/smaxfile"
 	"github.com/m2ho/m2ho/signaling"
 	"github.com/m2ho/m2ho/signaling/sigio"
 )
@@ -25,6 +26,7 @@ type replayFlags struct {
 	defaultT2 time.Duration
 	maxErrors int
 	list      string
+	learn     string
 }
 
 func newReplayCmd(g *globalFlags) *cobra.Command {
@@ -69,7 +71,16 @@ lines, 2 on bad usage.
 Examples:
   m2ho replay configs/example-drive.jsonl
   m2ho replay $(find ../shared/data/m2ho-mobicom24 -iname '*.csv' | sort)
-  m2ho replay --list streams --json ../shared/data/m2ho-mobicom24/measurements/*/*/*.csv`,
+  m2ho replay --list streams --json ../shared/data/m2ho-mobicom24/measurements/*/*/*.csv
+  m2ho replay --learn-answers seed.json drive-1.csv drive-2.csv
+
+--learn-answers FILE also teaches the stream rule set's answer rates (how
+often the network answers each kind of report before its deadline, which
+m2ho run --answer-rates acts on) from the files in the order given, copies
+counted once, and stores them in FILE, an ŝ_max database as m2ho run
+--smax-db keeps it: an existing FILE is read and learning carries on from
+it, as a phone's would; a new one holds the rates alone. m2ho bench
+--seed-db FILE starts every run from it.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return fmt.Errorf("replay needs at least one FILE (XCAL CSV or JSON lines)")
@@ -93,7 +104,19 @@ Examples:
 					return fmt.Errorf("--list %q: not a predictor (streams, alg1, a3-only)", f.list)
 				}
 			}
-			rep, failed := replay(args, format, f.defaultT2, cmd.ErrOrStderr(), f.maxErrors, f.list)
+			var book *m2ho.SMaxDB
+			if f.learn != "" {
+				var err error
+				if book, err = smaxfile.Open(f.learn); err != nil {
+					return fmt.Errorf("--learn-answers: %w", err)
+				}
+			}
+			rep, failed := replay(args, format, f.defaultT2, cmd.ErrOrStderr(), f.maxErrors, f.list, book)
+			if book != nil {
+				if err := smaxfile.SaveDB(f.learn, book); err != nil {
+					return fmt.Errorf("--learn-answers: %w", err)
+				}
+			}
 			var err error
 			if f.json {
 				err = writeReplayJSON(cmd.OutOrStdout(), rep)
@@ -114,6 +137,7 @@ Examples:
 	cmd.Flags().DurationVar(&f.defaultT2, "t2", m2ho.DefaultT2, "report-to-command interval T2 assumed until one is measured")
 	cmd.Flags().IntVar(&f.maxErrors, "max-errors", 10, "malformed lines to print per file (all are counted)")
 	cmd.Flags().StringVar(&f.list, "list", "", "also list every handover and false alarm of this predictor per file")
+	cmd.Flags().StringVar(&f.learn, "learn-answers", "", "also learn how often the network answers each kind of report in time (streams) and store it in this ŝ_max database file, carrying on from what it holds")
 	return cmd
 }
 
@@ -128,6 +152,18 @@ type replayReport struct {
 	DistinctHandovers  int                     `json:"distinct_handovers"`
 	PredictorsDistinct []score.PredictorReport `json:"predictors_distinct"`
 	PerFile            []fileReport            `json:"per_file"`
+	// Answers: the answer rates learned (--learn-answers), after every
+	// file.
+	Answers []answerReport `json:"answers,omitempty"`
+}
+
+// answerReport is one kind's learned answer rate.
+type answerReport struct {
+	Report     string  `json:"report"`
+	Serving    string  `json:"serving"`
+	Answered   float64 `json:"answered"`
+	Unanswered float64 `json:"unanswered"`
+	Rare       bool    `json:"rare"`
 }
 
 type fileReport struct {
@@ -185,7 +221,7 @@ func listOf(c *score.Counts) []listEntry {
 
 // replay scores every predictor on every file. Problems with a file are
 // written to errw as they are met; failed says whether any file had one.
-func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.Writer, maxErrors int, list string) (rep replayReport, failed bool) {
+func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.Writer, maxErrors int, list string, book *m2ho.SMaxDB) (rep replayReport, failed bool) {
 	pooled := make([]*score.Counts, len(score.Predictors))
 	distinct := make([]*score.Counts, len(score.Predictors))
 	for i := range pooled {
@@ -230,6 +266,9 @@ func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.W
 				fr.UnknownReports++
 			}
 		}
+		if book != nil && fr.DuplicateOf == "" {
+			learnAnswers(events, t2, book)
+		}
 		for i, p := range score.Predictors {
 			c := score.Run(events, p.Rules, t2)
 			fr.Handovers = c.Handovers
@@ -254,7 +293,28 @@ func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.W
 		rep.Predictors = append(rep.Predictors, pooled[i].Report(p.Name))
 		rep.PredictorsDistinct = append(rep.PredictorsDistinct, distinct[i].Report(p.Name))
 	}
+	for _, a := range book.AnswerCounts() {
+		rep.Answers = append(rep.Answers, answerReport{Report: a.Report.String(), Serving: a.Serving.String(), Answered: a.Answered, Unanswered: a.Unanswered, Rare: a.Rare})
+	}
 	return rep, failed
+}
+
+// learnAnswers runs the stream rule set over one trace, as the controller
+// is fed (Tick before each event), learning its answer rates in book.
+// The handovers the XCAL reader inferred are left out: they are the
+// reader's reading of later evidence (a system-information read, a B1),
+// which a phone's own feed does not give, and what is learned is to act
+// on that feed (the bench replays the same, bench/emu.Recorded).
+func learnAnswers(events []signaling.Event, t2 time.Duration, book *m2ho.SMaxDB) {
+	p := m2ho.NewPredictor(m2ho.Streams, t2)
+	p.SetAnswerBook(book)
+	for i := range events {
+		if events[i].Inferred {
+			continue
+		}
+		p.Tick(events[i].Time)
+		p.OnEvent(events[i].Time, &events[i])
+	}
 }
 
 // hashFile is the SHA-256 of a file's content, to tell copies apart.
@@ -291,6 +351,16 @@ func writeReplayText(w io.Writer, rep replayReport) error {
 	writeTable(w, rep.Predictors)
 	fmt.Fprintf(w, "\nPooled, distinct files (%d; copies counted once):\n", rep.DistinctFiles)
 	writeTable(w, rep.PredictorsDistinct)
+	if len(rep.Answers) > 0 {
+		fmt.Fprintln(w, "\nAnswer rates learned (streams; decayed counts, rare: no clamp with m2ho run --answer-rates):")
+		for _, a := range rep.Answers {
+			rare := ""
+			if a.Rare {
+				rare = "  rare"
+			}
+			fmt.Fprintf(w, "  %-9s from %-7s answered %5.2f  unanswered %5.2f%s\n", a.Report, a.Serving, a.Answered, a.Unanswered, rare)
+		}
+	}
 	for _, fr := range rep.PerFile {
 		fmt.Fprintf(w, "\n%s", fr.File)
 		if fr.Error != "" {

@@ -52,7 +52,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
 		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Eqn2InFlight: true, Predictor: "streams", Eqn2Bound: "rate", RampQueue: 2.0 / 3, RampPairRate: true,
-		SlotPipe: true, SlotStart: true, OWDPathBase: true, MmWaveClamp: true, FirstQueue: true, BurstDefault: true, AnchorKeeps: true,
+		SlotPipe: true, SlotStart: true, OWDPathBase: true, MmWaveClamp: true, FirstQueue: true, BurstDefault: true, AnchorKeeps: true, AnswerRates: true,
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
 		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond, TunnelReaderYield: true,
 	}
@@ -77,11 +77,11 @@ func TestPhoneYAMLLoads(t *testing.T) {
 func TestConfigFlagsWin(t *testing.T) {
 	path := filepath.Join("..", "..", "configs", "phone.yaml")
 	c, err := resolveRun(t, "--config", path, "--tun", "m2hoX", "--mtu", "1400",
-		"--flow", "tcp port 80 mode=pass", "--signal-timeout", "2s", "--signal-stale", "120ms", "--stable-rate=false", "--eqn2-bound", "envelope")
+		"--flow", "tcp port 80 mode=pass", "--signal-timeout", "2s", "--signal-stale", "120ms", "--stable-rate=false", "--eqn2-bound", "envelope", "--answer-rates=false")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.TUN != "m2hoX" || c.MTU != 1400 || c.SignalTimeout != 2*time.Second || c.SignalStale != 120*time.Millisecond || c.StableRate || c.Eqn2Bound != "envelope" {
+	if c.TUN != "m2hoX" || c.MTU != 1400 || c.SignalTimeout != 2*time.Second || c.SignalStale != 120*time.Millisecond || c.StableRate || c.Eqn2Bound != "envelope" || c.AnswerRates {
 		t.Errorf("flags lost against the file: %+v", c)
 	}
 	if !reflect.DeepEqual(c.Flows, []string{"tcp port 80 mode=pass"}) {
