@@ -21,6 +21,9 @@ import json, os, signal, socket, subprocess, sys, time
 cmd, args = sys.argv[1], sys.argv[2:]
 opt = {args[i]: args[i+1] for i in range(len(args)-1) if args[i].startswith("--")}
 if cmd == "run":
+    # What the proxy found in its database file at start (--seed-db).
+    if os.path.exists(opt["--smax-db"]):
+        open(opt["--smax-db"] + ".seen", "w").write(open(opt["--smax-db"]).read())
     json.dump({"version": 1, "cells": [{"id": "n77-a", "type": "sub6", "smax_bytes": 5000}]}, open(opt["--smax-db"], "w"))
     open(opt["--verdict-log"], "w").write("unix_ns\tclamp_rewrites\teqn2_rewrites\tsuppressed_acks\n")
     s = socket.socket(socket.AF_UNIX); s.bind(opt["--socket"]); s.listen()
@@ -86,6 +89,11 @@ func TestRunWithFakes(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := filepath.Join(tmp, "out")
+	seed := filepath.Join(tmp, "seed.json")
+	seedText := `{"version":1,"cells":[],"answers":[{"report":"nr-a2","serving":"mmwave","answered":0,"unanswered":5}]}`
+	if err := os.WriteFile(seed, []byte(seedText), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("M2HO_FAKE_COUNT", filepath.Join(tmp, "emulations"))
 	t.Setenv("M2HO_FAKE_INVALID_AT", "2")
 	vs, _ := ParseVariants([]string{"pass", "m2ho"}, nil)
@@ -93,7 +101,7 @@ func TestRunWithFakes(t *testing.T) {
 	defer cancel()
 	var progress strings.Builder
 	s, err := Run(ctx, Config{Scenario: sc, Duration: 9 * time.Second, Scale: 1, Variants: vs, OutDir: out,
-		Binary: bin, CommandLine: "fake", Progress: &progress, RetryInvalid: 2, emuUnsealed: true})
+		Binary: bin, CommandLine: "fake", Progress: &progress, RetryInvalid: 2, SeedDB: seed, emuUnsealed: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,6 +174,16 @@ func TestRunWithFakes(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out, retriedDir, r, "run.json")); err != nil {
 			t.Errorf("set-aside attempt: %v", err)
 		}
+	}
+	// --seed-db: every run's proxy found the seed in its database file,
+	// and the summary names it with its hash.
+	for _, r := range []string{"pass-1", "m2ho-1"} {
+		if b, err := os.ReadFile(filepath.Join(out, "runs", r, smaxDBFile+".seen")); err != nil || string(b) != seedText {
+			t.Errorf("%s: the proxy's database at start %q (%v), want the seed", r, b, err)
+		}
+	}
+	if got.SeedDB != seed || len(got.SeedDBSHA256) != 64 || st.SeedDB != seed {
+		t.Errorf("seed database in the summary %q (sha256 %q), bench.json %q; want %q", got.SeedDB, got.SeedDBSHA256, st.SeedDB, seed)
 	}
 	// The host's CPU over every run: recorded, in the progress line and
 	// in the invalid run's problem.

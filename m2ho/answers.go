@@ -57,10 +57,12 @@ func (c *answerCount) add(answered bool) {
 	}
 }
 
-// rare reports whether the kind is rarely answered in time.
-func (c answerCount) rare() bool {
-	return (c.answered+1)/(c.answered+c.unanswered+2) < answerRateMin
+func (c answerCount) share() float64 {
+	return (c.answered + 1) / (c.answered + c.unanswered + 2)
 }
+
+// rare reports whether the kind is rarely answered in time.
+func (c answerCount) rare() bool { return c.share() < answerRateMin }
 
 // answerEntry is the stored form of one kind's counts (omitted when the
 // table is empty, so files from before it read and write unchanged).
@@ -78,6 +80,12 @@ type AnswerCount struct {
 	Answered   float64            // decayed count of streams answered within their deadline
 	Unanswered float64            // decayed count of streams that expired
 	Rare       bool               // rarely answered: no clamp for a prediction resting only on it
+}
+
+// Share is the answered share the rule judges, Laplace-smoothed:
+// (answered+1)/(answered+unanswered+2); rare when under answerRateMin.
+func (a AnswerCount) Share() float64 {
+	return answerCount{a.Answered, a.Unanswered}.share()
 }
 
 // observeAnswer records one stream's end: answered within its deadline

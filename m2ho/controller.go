@@ -522,6 +522,10 @@ func New(cfg Config) *Controller {
 // State is the current phase.
 func (c *Controller) State() State { return c.state }
 
+// AnswerCounts is how often the network answered each kind of report in
+// time, as learned in the ŝ_max database (answers.go).
+func (c *Controller) AnswerCounts() []AnswerCount { return c.cfg.SMaxDB.AnswerCounts() }
+
 // Predictor gives read access to the handover predictor (T2, live prediction).
 func (c *Controller) Predictor() *Predictor { return c.pred }
 

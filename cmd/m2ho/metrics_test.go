@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"io"
+	"math"
 	"net/http/httptest"
 	"net/netip"
 	"strconv"
@@ -217,5 +218,34 @@ func TestMetricsSignalStale(t *testing.T) {
 	if logs.FilterMessage("signalling stale: pass-through until events are fresh again").Len() != 1 ||
 		logs.FilterMessage("signalling fresh again").Len() != 1 {
 		t.Errorf("stale spell not logged once each way: %v", logs.All())
+	}
+}
+
+// The learned answer rates (--answer-rates) are exported per kind of
+// report and data cell type.
+func TestMetricsAnswerShare(t *testing.T) {
+	obs := newObserver(zap.NewNop())
+	ctrl := m2ho.New(m2ho.Config{Observer: obs, SMaxDB: m2ho.NewSMaxDB()})
+	eng := proxy.NewEngine(proxy.EngineConfig{TetherPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.1.0/24")}},
+		tun.NewChannelTUN(1500, 8), ctrl, zap.NewNop())
+	srv, err := sigio.Listen(t.TempDir()+"/s.sock", func(signaling.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(eng, ctrl, srv, obs))
+	t0 := time.Now()
+	a2 := signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA2, Serving: signaling.Cell{ID: "524", Type: signaling.CellMmWave}}
+	eng.Do(func() {
+		ctrl.OnEvent(t0, &a2)
+		ctrl.Tick(t0.Add(3 * time.Second)) // expired: unanswered
+	})
+	rec := httptest.NewRecorder()
+	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	m := parseMetrics(t, rec.Body)
+	// One unanswered: (0+1)/(0+1+2).
+	if got := m[`m2ho_report_answered_share{report="nr-a2",serving="mmwave"}`]; math.Abs(got-1.0/3) > 1e-9 {
+		t.Errorf("answered share of nr-a2 from mmwave %v, want 1/3 (metrics %v)", got, m)
 	}
 }

@@ -10,6 +10,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/m2ho/smaxfile"
+	"github.com/m2ho/m2ho/signaling"
 )
 
 // runCLI runs the m2ho command in-process and returns stdout, stderr and
@@ -372,5 +376,82 @@ func TestReplayDistinctByContent(t *testing.T) {
 	}
 	if rep.Files != 2 || rep.DistinctFiles != 1 || rep.Handovers != 2*rep.DistinctHandovers || rep.PerFile[1].DuplicateOf != example {
 		t.Fatalf("%+v", rep)
+	}
+}
+
+// a2Trace is a JSON-lines trace of n mmWave A2s, each followed 150 ms
+// later by an SN release that is logged (answered) or inferred (which a
+// phone's feed does not show: unanswered to the learner), then an SN
+// addition back to mmWave 2 s later.
+func a2Trace(n int, inferred bool) string {
+	var b strings.Builder
+	inf := ""
+	if inferred {
+		inf = `,"inferred":true`
+	}
+	for i := range n {
+		t := func(ms int) string {
+			return fmt.Sprintf("2026-01-15T09:%02d:%02d.%03dZ", i, ms/1000, ms%1000)
+		}
+		fmt.Fprintf(&b, `{"t":"%s","kind":"report","event":"A2","serving":{"id":"501","type":"mmwave","rsrp":-116}}`+"\n", t(0))
+		fmt.Fprintf(&b, `{"t":"%s","kind":"ho","ho":"sn-release","serving":{"id":"501","type":"mmwave"},"target":{"type":"lte"}%s}`+"\n", t(150), inf)
+		fmt.Fprintf(&b, `{"t":"%s","kind":"ho","ho":"sn-addition","serving":{"type":"lte"},"target":{"id":"501","type":"mmwave"}}`+"\n", t(2150))
+		fmt.Fprintf(&b, `{"t":"%s","kind":"ra","reason":"handover","result":"success"}`+"\n", t(2180))
+	}
+	return b.String()
+}
+
+// --learn-answers learns from the recorded signalling only (an inferred
+// release does not answer), stores the rates in the database file, and
+// carries on from a file that exists.
+func TestReplayLearnAnswers(t *testing.T) {
+	dir := t.TempDir()
+	unanswered := filepath.Join(dir, "unanswered.jsonl")
+	answered := filepath.Join(dir, "answered.jsonl")
+	if err := os.WriteFile(unanswered, []byte(a2Trace(4, true)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(answered, []byte(a2Trace(2, false)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	db := filepath.Join(dir, "db.json")
+	a2 := func() (m2ho.AnswerCount, bool) {
+		t.Helper()
+		got, err := smaxfile.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.AnswerCounts() {
+			if c.Report == m2ho.ReportsNRA2 && c.Serving == signaling.CellMmWave {
+				return c, true
+			}
+		}
+		return m2ho.AnswerCount{}, false
+	}
+	out, errs, code := runCLI(t, "replay", "--learn-answers", db, unanswered)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	c, ok := a2()
+	if !ok || c.Answered != 0 || !c.Rare {
+		t.Fatalf("after four A2s whose release the reader inferred: %+v (found %v), want rare and none answered", c, ok)
+	}
+	if !strings.Contains(out, "nr-a2") || !strings.Contains(out, "rare") {
+		t.Fatalf("the text output does not show the learned rate:\n%s", out)
+	}
+	// Carried on: two logged releases within the deadline, and the kind
+	// is no longer rare.
+	if _, errs, code := runCLI(t, "replay", "--learn-answers", db, answered); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	c, _ = a2()
+	if c.Answered < 1.9 || c.Unanswered < 3 || c.Rare {
+		t.Fatalf("after two answered A2s on top: %+v, want about 2 answered, the 4 unanswered decayed, not rare", c)
+	}
+	// A file that is not a database is an error naming the flag.
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(`{"version":2}`), 0o644)
+	if _, errs, code := runCLI(t, "replay", "--learn-answers", bad, answered); code == 0 || !strings.Contains(errs, "--learn-answers") || !strings.Contains(errs, "version 2") {
+		t.Fatalf("bad database: exit %d, stderr %q", code, errs)
 	}
 }
