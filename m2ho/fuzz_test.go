@@ -92,6 +92,8 @@ func FuzzUnmarshalSMaxDB(f *testing.F) {
 	f.Add([]byte(`{"version":1,"cells":[{"id":"a","type":"lte","smax_bytes":5},{"id":"a","type":"lte","smax_bytes":9}]}`))
 	f.Add([]byte(`{"version":1}`))
 	f.Add([]byte(`[]`))
+	f.Add([]byte(`{"version":1,"cells":[],"answers":[{"report":"nr-a2","serving":"mmwave","answered":0.5,"unanswered":7.05},{"report":"lte-b1","serving":"lte","answered":3,"unanswered":0}]}`))
+	f.Add([]byte(`{"version":1,"cells":[],"answers":[{"report":"nr-a2","serving":"mmwave","answered":0,"unanswered":0}]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		db, err := UnmarshalSMaxDB(b)
 		if err != nil {
@@ -106,8 +108,8 @@ func FuzzUnmarshalSMaxDB(f *testing.F) {
 			t.Fatalf("reloading a marshalled db: %v", err)
 		}
 		again, _ := re.Snapshot().Marshal()
-		if re.Len() != db.Len() || string(again) != string(out) {
-			t.Fatalf("cells %d after reload, want %d", re.Len(), db.Len())
+		if re.Len() != db.Len() || string(again) != string(out) || len(re.AnswerCounts()) != len(db.AnswerCounts()) {
+			t.Fatalf("cells %d, answer kinds %d after reload, want %d, %d", re.Len(), len(re.AnswerCounts()), db.Len(), len(db.AnswerCounts()))
 		}
 	})
 }
