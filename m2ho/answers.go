@@ -120,31 +120,31 @@ func (db *SMaxDB) AnswerCounts() []AnswerCount {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	var out []AnswerCount
-	for k := range db.answers {
-		for t := range db.answers[k] {
-			c := db.answers[k][t]
-			if c.answered == 0 && c.unanswered == 0 {
-				continue
-			}
-			out = append(out, AnswerCount{Report: 1 << k, Serving: signaling.CellType(t), Answered: c.answered, Unanswered: c.unanswered, Rare: c.rare()})
-		}
-	}
+	db.eachAnswer(func(k answerKind, t signaling.CellType, c answerCount) {
+		out = append(out, AnswerCount{Report: 1 << k, Serving: t, Answered: c.answered, Unanswered: c.unanswered, Rare: c.rare()})
+	})
 	return out
 }
 
-// answerEntries is the stored form of the table.
+// answerEntries is the stored form of the table (db.mu held).
 func (db *SMaxDB) answerEntries() []answerEntry {
 	var out []answerEntry
+	db.eachAnswer(func(k answerKind, t signaling.CellType, c answerCount) {
+		out = append(out, answerEntry{Report: reportNames[k], Serving: cellTypeName(t), Answered: c.answered, Unanswered: c.unanswered})
+	})
+	return out
+}
+
+// eachAnswer calls f for each kind with any count, in a stable order
+// (db.mu held).
+func (db *SMaxDB) eachAnswer(f func(answerKind, signaling.CellType, answerCount)) {
 	for k := range db.answers {
-		for t := range db.answers[k] {
-			c := db.answers[k][t]
-			if c.answered == 0 && c.unanswered == 0 {
-				continue
+		for t, c := range db.answers[k] {
+			if c.answered != 0 || c.unanswered != 0 {
+				f(answerKind(k), signaling.CellType(t), c)
 			}
-			out = append(out, answerEntry{Report: reportNames[k], Serving: cellTypeName(signaling.CellType(t)), Answered: c.answered, Unanswered: c.unanswered})
 		}
 	}
-	return out
 }
 
 // loadAnswers reads the stored table; errors name the entry and field.

@@ -180,18 +180,7 @@ func TestMetricsSignalStale(t *testing.T) {
 	ctrl := m2ho.New(m2ho.Config{Observer: obs})
 	eng := proxy.NewEngine(proxy.EngineConfig{TetherPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.1.0/24")}},
 		tun.NewChannelTUN(1500, 8), ctrl, zap.New(core))
-	srv, err := sigio.Listen(t.TempDir()+"/s.sock", func(signaling.Event) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(eng, ctrl, srv, obs))
-	scrape := func() map[string]float64 {
-		rec := httptest.NewRecorder()
-		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-		return parseMetrics(t, rec.Body)
-	}
+	scrape := scraper(t, eng, ctrl, obs)
 	t0 := time.Now()
 	slot := func(arrive, stamp time.Duration) {
 		ev := signaling.Event{Kind: signaling.KindMACSlot, Time: t0.Add(stamp).Round(0), Serving: signaling.Cell{ID: "88", Type: signaling.CellSub6}}
@@ -228,24 +217,34 @@ func TestMetricsAnswerShare(t *testing.T) {
 	ctrl := m2ho.New(m2ho.Config{Observer: obs, SMaxDB: m2ho.NewSMaxDB()})
 	eng := proxy.NewEngine(proxy.EngineConfig{TetherPrefixes: []netip.Prefix{netip.MustParsePrefix("10.77.1.0/24")}},
 		tun.NewChannelTUN(1500, 8), ctrl, zap.NewNop())
-	srv, err := sigio.Listen(t.TempDir()+"/s.sock", func(signaling.Event) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(eng, ctrl, srv, obs))
+	scrape := scraper(t, eng, ctrl, obs)
 	t0 := time.Now()
 	a2 := signaling.Event{Kind: signaling.KindReport, Meas: signaling.MeasA2, Serving: signaling.Cell{ID: "524", Type: signaling.CellMmWave}}
 	eng.Do(func() {
 		ctrl.OnEvent(t0, &a2)
 		ctrl.Tick(t0.Add(3 * time.Second)) // expired: unanswered
 	})
-	rec := httptest.NewRecorder()
-	promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
-	m := parseMetrics(t, rec.Body)
+	m := scrape()
 	// One unanswered: (0+1)/(0+1+2).
 	if got := m[`m2ho_report_answered_share{report="nr-a2",serving="mmwave"}`]; math.Abs(got-1.0/3) > 1e-9 {
 		t.Errorf("answered share of nr-a2 from mmwave %v, want 1/3 (metrics %v)", got, m)
+	}
+}
+
+// scraper registers the collector of eng and ctrl (with a signalling
+// socket of its own) and returns a function that scrapes it.
+func scraper(t *testing.T, eng *proxy.Engine, ctrl *m2ho.Controller, obs *observer) func() map[string]float64 {
+	t.Helper()
+	srv, err := sigio.Listen(t.TempDir()+"/s.sock", func(signaling.Event) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(eng, ctrl, srv, obs))
+	return func() map[string]float64 {
+		rec := httptest.NewRecorder()
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{}).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return parseMetrics(t, rec.Body)
 	}
 }
