@@ -1,6 +1,7 @@
 package m2ho
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -174,5 +175,32 @@ func TestAnswerCountsStored(t *testing.T) {
 	b, _ = old.Snapshot().Marshal()
 	if strings.Contains(string(b), "answers") {
 		t.Fatalf("an empty table is written:\n%s", b)
+	}
+}
+
+// An ignored prediction gives the flows Stable's verdicts: on the ramp back
+// to mmWave (where §4.3's mmWave → mmWave exception keeps the clamp) the
+// ramp's, not the clamp. Here the flow's sender has recovered, so the ramp
+// has let it go and Stable passes its ACK; with the rule off the A2 clamps.
+func TestAnswerRatesIgnoredKeepsStable(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		fx := newFixture(t, func(c *Config) {
+			if !on {
+				c.AnswerRates = ToggleOff
+			}
+		})
+		for range 5 {
+			fx.db.observeAnswer(answerRelease, mmw, false)
+		}
+		fx.c.ramp, fx.c.rampGen = true, 1
+		f := attach(fx, 0)
+		f.rampFree = 1
+		fx.ev(0, mmwA2())
+		fx.want(Preparation)
+		want := pass
+		if !on {
+			want = rewrite(1563, ReasonPreparation) // L's 200000 B
+		}
+		check(t, fmt.Sprintf("A2 on the ramp, rule on %v", on), fx.pkt(1, f, upACK(1, 65535, 7)), want)
 	}
 }

@@ -323,7 +323,11 @@ type Controller struct {
 	// mmWave to mmWave and MmWaveHorizontalClamp is off, or it is a
 	// prediction the network rarely answers (see prepare).
 	unclamped bool
-	obs       Observer
+	// ignored: the prediction in preparation rests only on kinds of
+	// report the network rarely answers in time (see prepare): the flows
+	// get Stable's verdicts (Eqn 2, the ramp) until a command comes.
+	ignored bool
+	obs     Observer
 	pred      *Predictor
 	est       bwe.Estimator
 	env       envelope // r_low for Eqn2Bound BoundEnvelope
@@ -668,7 +672,7 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			// its chance) and the clamp protects the next target.
 			c.prepare(target)
 			why := "handover predicted"
-			if c.unclamped && !c.mmWaveToMmWave(target) {
+			if c.ignored {
 				why = "handover predicted, no clamp: its reports are rarely answered in time"
 			}
 			switch c.state {
@@ -854,9 +858,11 @@ func (c *Controller) prepare(target signaling.Cell) {
 	// is there for.
 	//
 	// Nor for a prediction the network rarely answers in time (answers.go):
-	// its clamp would last to the deadline and save nothing. The command,
+	// its clamp would last to the deadline and save nothing, so the flows
+	// keep what Stable gives them, the ramp's hold included. The command,
 	// if one comes, clamps (c.commanded is set before prepare).
-	c.unclamped = !c.ramp && (c.mmWaveToMmWave(target) || c.answerRates && !c.commanded && c.pred.Unanswered())
+	c.ignored = c.answerRates && !c.commanded && c.pred.Unanswered()
+	c.unclamped = c.ignored || !c.ramp && c.mmWaveToMmWave(target)
 }
 
 // mmWaveToMmWave reports whether a handover to target is an mmWave →
@@ -1054,6 +1060,10 @@ func (c *Controller) uplink(now time.Time, f *Flow, p *Packet) Verdict {
 	}
 	switch c.state {
 	case Preparation:
+		if c.ignored {
+			// Not commanded (prepare): no duplicate ACK to hold back.
+			return c.stableRwnd(now, f, p)
+		}
 		// Finding 2: at the command the UE flushes its reordering buffer,
 		// so the laptop sees holes and answers with duplicate ACKs at
 		// once. On a phone those ACKs would wait in the modem's uplink
