@@ -328,10 +328,10 @@ type Controller struct {
 	// get Stable's verdicts (Eqn 2, the ramp) until a command comes.
 	ignored bool
 	obs     Observer
-	pred      *Predictor
-	est       bwe.Estimator
-	env       envelope // r_low for Eqn2Bound BoundEnvelope
-	burst     burstDetector
+	pred    *Predictor
+	est     bwe.Estimator
+	env     envelope // r_low for Eqn2Bound BoundEnvelope
+	burst   burstDetector
 
 	state State
 
