@@ -69,7 +69,6 @@ package m2ho
 
 import (
 	"math"
-	"strings"
 	"time"
 
 	"github.com/m2ho/m2ho/m2ho/bwe"
@@ -671,15 +670,16 @@ func (c *Controller) OnSourceEvent(now time.Time, src *SignalSource, ev *signali
 			// the old one's smoothing ends (its forwarded data has had
 			// its chance) and the clamp protects the next target.
 			c.prepare(target)
-			why := "handover predicted"
-			if c.ignored {
-				why = "handover predicted, no clamp: its reports are rarely answered in time"
-			}
-			switch c.state {
-			case Stable:
-				c.setState(now, Preparation, why)
-			case Smoothing:
-				c.setState(now, Preparation, strings.Replace(why, "predicted", "predicted during smoothing", 1))
+			const ignored = ", no clamp: its reports are rarely answered in time"
+			switch {
+			case c.state == Stable && c.ignored:
+				c.setState(now, Preparation, "handover predicted"+ignored)
+			case c.state == Stable:
+				c.setState(now, Preparation, "handover predicted")
+			case c.state == Smoothing && c.ignored:
+				c.setState(now, Preparation, "handover predicted during smoothing"+ignored)
+			case c.state == Smoothing:
+				c.setState(now, Preparation, "handover predicted during smoothing")
 			}
 		}
 	case signaling.KindHOCommand:
