@@ -413,15 +413,11 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if c.CPUProfile != "" {
-		f, err := os.Create(c.CPUProfile)
+		stopProfile, err := startCPUProfile(c.CPUProfile)
 		if err != nil {
-			return fmt.Errorf("--cpu-profile: %w", err)
+			return err
 		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return fmt.Errorf("--cpu-profile: %w", err)
-		}
-		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		defer stopProfile()
 	}
 
 	var undo []func()
@@ -765,4 +761,18 @@ func toggle(on bool) m2ho.Toggle {
 		return m2ho.ToggleOn
 	}
 	return m2ho.ToggleOff
+}
+
+// startCPUProfile starts a pprof CPU profile into path (the daemons' hidden
+// --cpu-profile); the returned function stops and closes it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpu-profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

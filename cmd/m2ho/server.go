@@ -48,6 +48,7 @@ type serverConfig struct {
 	MaxHeldAddresses  int           `yaml:"max-held-addresses"`
 	MetricsAddr       string        `yaml:"metrics-addr"`
 	QlogDir           string        `yaml:"qlog-dir"`
+	CPUProfile        string        `yaml:"-"` // hidden flag, as m2ho run's
 	TUNOffload        string        `yaml:"tun-offload"`
 	Pacer             string        `yaml:"pacer"`
 	WaveBurst         int           `yaml:"wave-burst"`
@@ -188,6 +189,8 @@ Example (as root):
 	fs.IntVar(&c.MaxHeldAddresses, "max-held-addresses", c.MaxHeldAddresses, "addresses held at most per pool; when full the hold expiring first goes (0: off)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "address for Prometheus metrics at /metrics (empty: off)")
 	fs.StringVar(&c.QlogDir, "qlog-dir", c.QlogDir, "write one qlog file per connection into this directory (empty: off)")
+	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the server's run to this file")
+	fs.MarkHidden("cpu-profile")
 	fs.StringVar(&c.TUNOffload, "tun-offload", c.TUNOffload, "TUN offloads (virtio-net header, TSO/USO, batches): auto (fall back to one packet per system call where the kernel refuses), on (fail instead), off")
 	fs.StringVar(&c.Pacer, "pacer", c.Pacer, "downlink pacer per session: none (quic-go's own pacing only) or wave (QUIC Wave bursts, handover hints applied; experimental, see README)")
 	fs.IntVar(&c.WaveBurst, "wave-burst", c.WaveBurst, "packets per Wave burst (with TxTime >= --wave-min-tx-time this bounds the rate: 10 packets per 1ms is ~100 Mbit/s)")
@@ -338,6 +341,13 @@ func runServer(ctx context.Context, c serverConfig, log *zap.Logger, out interfa
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if c.CPUProfile != "" {
+		stopProfile, err := startCPUProfile(c.CPUProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	var undo []func()
 	defer func() {
 		for i := len(undo) - 1; i >= 0; i-- {

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -8,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 	"go.uber.org/zap"
 
 	"github.com/m2ho/m2ho/proxy/tunnel"
@@ -173,5 +177,43 @@ func TestServerCollector(t *testing.T) {
 		if got[name] != n {
 			t.Errorf("%s: %d series, want %d", name, got[name], n)
 		}
+	}
+}
+
+// TestCPUProfileFlag: the daemons' hidden --cpu-profile writes a profile
+// that pprof can read once stopped, and a path that cannot be created is
+// an error naming the flag.
+func TestCPUProfileFlag(t *testing.T) {
+	for _, name := range []string{"run", "server"} {
+		var cmd interface{ Flags() *pflag.FlagSet }
+		if name == "run" {
+			cmd = newRunCmd(&globalFlags{})
+		} else {
+			cmd = newServerCmd(&globalFlags{})
+		}
+		if f := cmd.Flags().Lookup("cpu-profile"); f == nil || !f.Hidden {
+			t.Errorf("m2ho %s: --cpu-profile missing or not hidden", name)
+		}
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "no", "such", "dir", "p.prof")); err == nil || !strings.Contains(err.Error(), "--cpu-profile") {
+		t.Fatalf("bad path: %v", err)
+	}
+	path := filepath.Join(t.TempDir(), "p.prof")
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pprof's format: a gzip-compressed protocol buffer.
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("profile is not gzip: %v", err)
+	}
+	if raw, err := io.ReadAll(zr); err != nil || len(raw) == 0 {
+		t.Fatalf("profile body: %d bytes, %v", len(raw), err)
 	}
 }
