@@ -93,13 +93,16 @@ type runConfig struct {
 	// TunnelReaderYield (a hidden flag, no YAML key): false turns the
 	// tunnel trace's yield to its DATAGRAM reader off, to measure it.
 	TunnelReaderYield bool `yaml:"-"`
+	// TunnelRecvWait: quic-go's receiving goroutine waits for http3's
+	// while quic-go's DATAGRAM receive queue is nearly full.
+	TunnelRecvWait bool `yaml:"tunnel-recv-wait"`
 }
 
 // tunnel is the tunnel part of the configuration.
 func (c *runConfig) tunnel() tunnelFlags {
 	return tunnelFlags{Server: c.TunnelServer, ServerName: c.TunnelServerName, CA: c.TunnelCA, Cert: c.TunnelCert,
 		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost, CountDrops: c.TunnelCountDrops,
-		HintRateWait: c.TunnelHintRateWait, NoReaderYield: !c.TunnelReaderYield}
+		HintRateWait: c.TunnelHintRateWait, NoReaderYield: !c.TunnelReaderYield, NoRecvWait: !c.TunnelRecvWait}
 }
 
 func defaultRunConfig() runConfig {
@@ -133,6 +136,7 @@ func defaultRunConfig() runConfig {
 		AnswerRates:        true,
 		TunnelHints:        true,
 		TunnelReaderYield:  true,
+		TunnelRecvWait:     true,
 		TunnelHintRateWait: tunnel.DefaultHintRateWait,
 		Predictor:          m2ho.Streams.Name(),
 	}
@@ -250,6 +254,7 @@ Example (as root):
 	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
+	fs.BoolVar(&c.TunnelRecvWait, "tunnel-recv-wait", c.TunnelRecvWait, "when quic-go's DATAGRAM receive queue (128) is nearly full, its receiving goroutine waits for http3's reader (at most 3 ms, at most half the time), so that a burst waits in the UDP socket's buffer instead of being dropped (each drop an inner TCP loss); needs quic-go's qlog events, as --tunnel-count-drops, whose counts it then shows too (false: drop, as before)")
 	fs.BoolVar(&c.TunnelReaderYield, "tunnel-reader-yield", c.TunnelReaderYield, "yield to the tunnel's DATAGRAM reader, and wait for it, when http3's per-stream queue is nearly full (false: as before, with no trace unless --tunnel-count-drops or --tunnel-qlog-dir; to measure it)")
 	fs.MarkHidden("tunnel-reader-yield")
 	return cmd

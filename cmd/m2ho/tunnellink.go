@@ -175,26 +175,7 @@ func (l *tunnelLink) retire(c *tunnel.Client) {
 	c.Close()
 	s := c.Stats()
 	l.prevMu.Lock()
-	p := &l.prev
-	p.PacketsUp += s.PacketsUp
-	p.BytesUp += s.BytesUp
-	p.PacketsDown += s.PacketsDown
-	p.BytesDown += s.BytesDown
-	p.DropUpQueueFull += s.DropUpQueueFull
-	p.DropDownQueueFull += s.DropDownQueueFull
-	p.DropUpQueueLimit += s.DropUpQueueLimit
-	p.DropInvalid += s.DropInvalid
-	p.DropNATConflict += s.DropNATConflict
-	p.DropRefused += s.DropRefused
-	p.PTBSent += s.PTBSent
-	p.MSSClamped += s.MSSClamped
-	p.HintsSent += s.HintsSent
-	p.HintsRateMeasured += s.HintsRateMeasured
-	p.HintsRateUnknown += s.HintsRateUnknown
-	p.Migrations += s.Migrations
-	p.SendsPathGone += s.SendsPathGone
-	p.DropDatagramRecvQueue += s.DropDatagramRecvQueue
-	p.DropH3DatagramQueue += s.DropH3DatagramQueue
+	l.prev.Add(s)
 	l.prevMu.Unlock()
 }
 
@@ -278,9 +259,10 @@ func (l *tunnelLink) Close() error {
 	l.log.Info("tunnel stopped", zap.Uint64("packets_up", s.PacketsUp), zap.Uint64("packets_down", s.PacketsDown),
 		zap.Uint64("drop_up_queue_full", s.DropUpQueueFull), zap.Uint64("drop_down_queue_full", s.DropDownQueueFull),
 		zap.Uint64("drop_up_queue_limit", s.DropUpQueueLimit),
-		zap.Bool("quic_receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != ""),
-		zap.Bool("h3_receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != "" || !l.flags.NoReaderYield),
+		zap.Bool("quic_receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != "" || !l.flags.NoRecvWait),
+		zap.Bool("h3_receive_drops_counted", l.flags.CountDrops || l.flags.QlogDir != "" || !l.flags.NoReaderYield || !l.flags.NoRecvWait),
 		zap.Uint64("drop_quic_datagram_receive_queue", s.DropDatagramRecvQueue), zap.Uint64("drop_h3_datagram_queue", s.DropH3DatagramQueue),
+		zap.Uint64("recv_waits", s.RecvWaits), zap.Uint64("recv_waits_timed_out", s.RecvWaitsTimedOut),
 		zap.Uint64("drop_tunnel_down", l.st.downDrops.Load()), zap.Uint64("restarts", l.st.restarts.Load()))
 	return nil
 }
@@ -300,26 +282,7 @@ func (l *tunnelLink) Stats() tunnel.ClientStats {
 	s := l.prev
 	l.prevMu.Unlock()
 	if c := l.current(); c != nil {
-		x := c.Stats()
-		s.PacketsUp += x.PacketsUp
-		s.BytesUp += x.BytesUp
-		s.PacketsDown += x.PacketsDown
-		s.BytesDown += x.BytesDown
-		s.DropUpQueueFull += x.DropUpQueueFull
-		s.DropDownQueueFull += x.DropDownQueueFull
-		s.DropUpQueueLimit += x.DropUpQueueLimit
-		s.DropInvalid += x.DropInvalid
-		s.DropNATConflict += x.DropNATConflict
-		s.DropRefused += x.DropRefused
-		s.PTBSent += x.PTBSent
-		s.MSSClamped += x.MSSClamped
-		s.HintsSent += x.HintsSent
-		s.HintsRateMeasured += x.HintsRateMeasured
-		s.HintsRateUnknown += x.HintsRateUnknown
-		s.Migrations += x.Migrations
-		s.SendsPathGone += x.SendsPathGone
-		s.DropDatagramRecvQueue += x.DropDatagramRecvQueue
-		s.DropH3DatagramQueue += x.DropH3DatagramQueue
+		s.Add(c.Stats())
 	}
 	return s
 }
@@ -508,10 +471,11 @@ var (
 	tcDescUp       = prometheus.NewDesc("m2ho_tunnel_client_up", "1 while the tunnel connection is up.", nil, nil)
 	tcDescRTT      = prometheus.NewDesc("m2ho_tunnel_client_rtt_seconds", "quic-go's RTT estimates of the tunnel connection (min, smoothed, latest, mean deviation).", []string{"stat"}, nil)
 	tcDescQuic     = prometheus.NewDesc("m2ho_tunnel_client_quic_packets_total", "QUIC packets of the live connection (quic-go's statistics), by event.", []string{"event"}, nil)
+	tcDescRecvWait = prometheus.NewDesc("m2ho_tunnel_client_receive_waits_total", "Waits of quic-go's receiving goroutine for http3's reader while quic-go's DATAGRAM receive queue was nearly full (--tunnel-recv-wait), by how they ended (drained, or bound: at 3 ms with the queue still deep).", []string{"end"}, nil)
 )
 
 func (t *tunnelCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{tcDescPackets, tcDescBytes, tcDescDrops, tcDescPTB, tcDescClamp, tcDescHints, tcDescHintRate, tcDescRedial, tcDescAddrChg, tcDescMigr, tcDescUp, tcDescRTT, tcDescQuic} {
+	for _, d := range []*prometheus.Desc{tcDescPackets, tcDescBytes, tcDescDrops, tcDescPTB, tcDescClamp, tcDescHints, tcDescHintRate, tcDescRedial, tcDescAddrChg, tcDescMigr, tcDescUp, tcDescRTT, tcDescQuic, tcDescRecvWait} {
 		ch <- d
 	}
 }
@@ -531,6 +495,8 @@ func (t *tunnelCollector) Collect(ch chan<- prometheus.Metric) {
 	cnt(tcDescDrops, s.DropUpQueueLimit, "up-queue-limit")
 	cnt(tcDescDrops, s.DropDatagramRecvQueue, "quic-datagram-receive-queue")
 	cnt(tcDescDrops, s.DropH3DatagramQueue, "h3-datagram-queue")
+	cnt(tcDescRecvWait, s.RecvWaits-s.RecvWaitsTimedOut, "drained")
+	cnt(tcDescRecvWait, s.RecvWaitsTimedOut, "bound")
 	cnt(tcDescDrops, s.DropInvalid, "invalid")
 	cnt(tcDescDrops, s.DropNATConflict, "nat-conflict")
 	cnt(tcDescDrops, s.DropRefused, "refused")

@@ -52,7 +52,14 @@ func BenchmarkTunnelBulk(b *testing.B) {
 	// unbuffered (one system call per JSON token).
 	b.Run("down/50Mbps/qlog", func(b *testing.B) { benchBulk(b, true, 50, qlogBuffered) })
 	b.Run("down/50Mbps/qlog-unbuffered", func(b *testing.B) { benchBulk(b, true, 50, qlogRaw) })
-	// The client as m2ho run starts it: a light trace (http3's and
+	// The client as m2ho run starts it (quic-go's events, the wait for
+	// http3's reader, waitForH3), and with the drops only counted, as
+	// before the wait.
+	for _, rate := range []int{200, 0} {
+		b.Run(fmt.Sprintf("down/%dMbps/recv-wait", rate), func(b *testing.B) { benchBulk(b, true, rate, 0) })
+		b.Run(fmt.Sprintf("down/%dMbps/no-recv-wait", rate), func(b *testing.B) { benchBulk(b, true, rate, noRecvWait) })
+	}
+	// A light trace (http3's and
 	// connect-ip-go's events only: the yield and the http3 loss count;
 	// quic-go's receive drops then uncounted), and without any trace (no
 	// yield, nothing counted), as before the light trace.
@@ -91,6 +98,7 @@ const (
 	syscallTUNInline
 	noYield
 	lightTrace
+	noRecvWait
 )
 
 func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
@@ -122,11 +130,13 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 	case qlogBuffered, qlogRaw:
 		cc.QlogDir, cc.qlogUnbuffered = b.TempDir(), qlog == qlogRaw
 	case noTrace:
-		cc.CountDrops, cc.NoReaderYield = false, true
+		cc.CountDrops, cc.NoReaderYield, cc.NoRecvWait = false, true, true
 	case lightTrace:
-		cc.CountDrops = false
+		cc.CountDrops, cc.NoRecvWait = false, true
 	case noYield:
-		cc.NoReaderYield = true
+		cc.NoReaderYield, cc.NoRecvWait = true, true
+	case noRecvWait:
+		cc.NoRecvWait = true
 	}
 	c, err := Dial(ctx, cc)
 	if err != nil {

@@ -84,6 +84,12 @@ type ClientConfig struct {
 	// --tunnel-reader-yield=false); without QlogDir or CountDrops the
 	// client then has no trace, as before.
 	NoReaderYield bool
+	// NoRecvWait turns the trace's waitForH3 off (qlog.go): quic-go's
+	// receiving goroutine then never waits for http3's, and a burst
+	// beyond quic-go's DATAGRAM receive queue is dropped, as before it.
+	// With the wait on (the default) the trace keeps quic-go's events,
+	// which the wait needs, as CountDrops does.
+	NoRecvWait bool
 	// onTrace gets each connection's trace (tests only).
 	onTrace func(*countingTrace)
 }
@@ -111,6 +117,35 @@ type ClientStats struct {
 	// (downlink packets lost); DropH3DatagramQueue: inferred, http3's
 	// per-stream DATAGRAM queue was full (see eventH3DatagramParsed).
 	DropDatagramRecvQueue, DropH3DatagramQueue uint64
+	// RecvWaits: quic-go's receiving goroutine waited for http3's
+	// (waitForH3); RecvWaitsTimedOut: of those, ended at the bound with
+	// quic-go's queue still deep.
+	RecvWaits, RecvWaitsTimedOut uint64
+}
+
+// Add adds x's counters to s (a client's over its connections).
+func (s *ClientStats) Add(x ClientStats) {
+	s.PacketsUp += x.PacketsUp
+	s.BytesUp += x.BytesUp
+	s.PacketsDown += x.PacketsDown
+	s.BytesDown += x.BytesDown
+	s.DropUpQueueFull += x.DropUpQueueFull
+	s.DropUpQueueLimit += x.DropUpQueueLimit
+	s.DropDownQueueFull += x.DropDownQueueFull
+	s.DropInvalid += x.DropInvalid
+	s.DropNATConflict += x.DropNATConflict
+	s.DropRefused += x.DropRefused
+	s.PTBSent += x.PTBSent
+	s.MSSClamped += x.MSSClamped
+	s.HintsSent += x.HintsSent
+	s.HintsRateMeasured += x.HintsRateMeasured
+	s.HintsRateUnknown += x.HintsRateUnknown
+	s.Migrations += x.Migrations
+	s.SendsPathGone += x.SendsPathGone
+	s.DropDatagramRecvQueue += x.DropDatagramRecvQueue
+	s.DropH3DatagramQueue += x.DropH3DatagramQueue
+	s.RecvWaits += x.RecvWaits
+	s.RecvWaitsTimedOut += x.RecvWaitsTimedOut
 }
 
 // Client is the phone's end of the tunnel: a CONNECT-IP session over one
@@ -158,6 +193,7 @@ type Client struct {
 		rateMeasured, rateUnknown                  atomic.Uint64
 		pathGone                                   atomic.Uint64 // sends refused for want of an address/route: lost
 		dgramRecv, h3Parsed, peerProcessed         atomic.Uint64
+		recvWaits, recvWaitsOut                    atomic.Uint64
 	}
 }
 
@@ -241,7 +277,8 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		MaxIdleTimeout:    30 * time.Second,
 		KeepAlivePeriod:   10 * time.Second,
 	}
-	// Without a qlog file or CountDrops the client's trace is light: no
+	// The wait for http3 (waitForH3, on unless NoRecvWait) needs quic-go's
+	// events. Without it, a qlog file or CountDrops the trace is light: no
 	// quic-go events (quic-go builds one per packet for a full trace), only
 	// http3's and connect-ip-go's two per DATAGRAM, which yieldToReader
 	// needs and which count http3's queue loss (DropH3DatagramQueue);
@@ -249,12 +286,16 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	// source and destination itself (allowed) before connect-ip-go would.
 	// NoReaderYield without either needs no trace at all (as before the
 	// yield).
-	if cfg.QlogDir != "" || cfg.CountDrops || !cfg.NoReaderYield {
-		light := cfg.QlogDir == "" && !cfg.CountDrops
+	if cfg.QlogDir != "" || cfg.CountDrops || !cfg.NoReaderYield || !cfg.NoRecvWait {
+		light := cfg.QlogDir == "" && !cfg.CountDrops && cfg.NoRecvWait
 		qconf.Tracer = func(_ context.Context, isClient bool, odcid quic.ConnectionID) qlogwriter.Trace {
-			t := &countingTrace{noYield: cfg.NoReaderYield, light: light, count: func(reason string, _ bool) {
+			t := &countingTrace{noYield: cfg.NoReaderYield, light: light, recvWait: !cfg.NoRecvWait, count: func(reason string, _ bool) {
 				switch reason {
 				case "packet_too_large": // answered with a PTB, counted there
+				case eventRecvWait:
+					c.st.recvWaits.Add(1)
+				case eventRecvWaitOut:
+					c.st.recvWaitsOut.Add(1)
 				case reasonDatagramRecvQueue:
 					// reasonDatagramTooLarge (fits no packet) falls to
 					// refused below: quic-go would not send it.
@@ -746,6 +787,7 @@ func (c *Client) Stats() ClientStats {
 		DropRefused: c.st.refused.Load(), PTBSent: c.st.ptb.Load(), MSSClamped: c.st.clamp.Load(),
 		HintsSent: c.st.hints.Load(), HintsRateMeasured: c.st.rateMeasured.Load(), HintsRateUnknown: c.st.rateUnknown.Load(), Migrations: c.st.migrations.Load(), SendsPathGone: c.st.pathGone.Load(),
 		DropDatagramRecvQueue: c.st.dgramRecv.Load(), DropH3DatagramQueue: h3Lost(c.st.h3Parsed.Load(), c.st.peerProcessed.Load()),
+		RecvWaits: c.st.recvWaits.Load(), RecvWaitsTimedOut: c.st.recvWaitsOut.Load(),
 	}
 }
 

@@ -66,6 +66,24 @@ type countingTrace struct {
 	// only, as before it). Tests only.
 	waitMax time.Duration
 
+	// recvWait: quic-go's receiving goroutine waits for http3's while
+	// quic-go's DATAGRAM receive queue is nearly full (waitForH3). It
+	// needs quic-go's events (not a light trace). queued and recvDropped
+	// count the DATAGRAMs quic-go queued (its PacketReceived events) and
+	// dropped for a full queue; parsed (above) those http3 took out.
+	recvWait            bool
+	queued, recvDropped atomic.Uint64
+	qWaiting            atomic.Bool
+	qDrained            chan struct{} // cap 1: http3 brought the queue down
+	qTimer              *time.Timer
+	qBudget             time.Duration // waitForH3's time left to wait; quic-go's receiving goroutine only
+	qBudgetAt           time.Time     // when qBudget was last topped up
+	qWaits, qWaitsOut   atomic.Uint64
+	qWaitsSkipped       atomic.Uint64 // deep queue, but no budget left
+	// qWaitMax and qBudgetMax replace quicWaitMax and quicWaitBudget when
+	// set (tests only).
+	qWaitMax, qBudgetMax time.Duration
+
 	// onEvent, when set (before the trace is handed to quic-go), is
 	// called for every event of every producer (tests only).
 	onEvent func()
@@ -113,10 +131,24 @@ func (r *countingRecorder) RecordEvent(ev qlogwriter.Event) {
 	if _, ok := ev.(h3qlog.DatagramParsed); ok {
 		r.t.parsed.Add(1)
 		r.count(eventH3DatagramParsed, true)
+		r.t.h3Progress() // before its own wait for the reader, below
 		r.t.yieldToReader()
+	}
+	if pr, ok := ev.(qlog.PacketReceived); ok && r.t.recvWait {
+		n := 0
+		for _, f := range pr.Frames {
+			if _, ok := f.Frame.(*qlog.DatagramFrame); ok {
+				n++
+			}
+		}
+		if n > 0 {
+			r.t.queued.Add(uint64(n))
+			r.t.waitForH3(r.count)
+		}
 	}
 	if dd, ok := ev.(qlog.DatagramDropped); ok {
 		if dd.Direction == qlog.DirectionReceiving {
+			r.t.recvDropped.Add(1)
 			r.count(reasonDatagramRecvQueue, true)
 		} else {
 			r.count(reasonDatagramTooLarge, false)
@@ -156,6 +188,10 @@ const (
 const (
 	eventH3DatagramParsed    = "h3_datagram_parsed"
 	eventPeerPacketProcessed = "peer_packet_processed"
+	// A wait of quic-go's receiving goroutine (waitForH3) began, and one
+	// ended at quicWaitMax with the queue still deep.
+	eventRecvWait    = "recv_wait"
+	eventRecvWaitOut = "recv_wait_timed_out"
 )
 
 // yieldToReader lets the session's reader drain http3's per-stream
@@ -259,6 +295,118 @@ const (
 	h3YieldMax    = 4
 	h3ResumeDepth = 8
 	h3WaitMax     = 2 * time.Millisecond
+)
+
+// waitForH3 keeps quic-go's DATAGRAM receive queue (128 frames, quic-go
+// v0.65 datagram_queue.go) from overflowing: called in quic-go's receiving
+// goroutine after each packet that carried a DATAGRAM (quic-go records
+// PacketReceived once the packet's frames are handled, so the DATAGRAM is
+// queued by then), it waits, off its P, while the queue holds more than
+// quicWaitDepth, until http3's goroutine has taken it down to
+// quicResumeDepth (h3Progress), at most quicWaitMax.
+//
+// Why: the drops left in the tunnel after yieldToReader are there. A
+// burst the server sent arrives faster than the reader chain (quic-go's
+// goroutine, then http3's, then the session's reader) moves it on two
+// cores shared with other work, and quic-go drops what does not fit its
+// queue, each an inner TCP loss: on a steady 600 Mbit/s link with no loss
+// of its own the tunnelled CUBIC lost 595 packets in 20 s, all there
+// (2026-12-07), and sat at 75-100 Mbit/s. While quic-go's goroutine
+// waits, what arrives waits in the UDP socket's receive buffer (megabytes),
+// and the reader chain, given the CPU, catches up.
+//
+// A reader chain slower than the link for good would turn that buffer
+// into a standing queue of up to its size, seconds of delay where the drop
+// told the inner TCP to slow down. So the waits take at most half of
+// quic-go's time over a while: a budget that grows by half the time that
+// passes, up to quicWaitBudget, pays for each wait; with less than a
+// quarter of quicWaitMax left the queue overflows and drops as before.
+func (t *countingTrace) waitForH3(count func(string, bool)) {
+	if t.qDepth() <= quicWaitDepth {
+		return
+	}
+	waitMax, budgetMax := quicWaitMax, quicWaitBudget
+	if t.qWaitMax > 0 {
+		waitMax, budgetMax = t.qWaitMax, t.qBudgetMax
+	}
+	now := time.Now()
+	if t.qBudgetAt.IsZero() {
+		t.qBudget = budgetMax
+	} else {
+		t.qBudget = min(budgetMax, t.qBudget+now.Sub(t.qBudgetAt)/2)
+	}
+	t.qBudgetAt = now
+	if t.qBudget < waitMax/4 {
+		t.qWaitsSkipped.Add(1)
+		return
+	}
+	d := min(waitMax, t.qBudget)
+	if t.qDrained == nil {
+		t.qDrained = make(chan struct{}, 1)
+		t.qTimer = time.NewTimer(d)
+	} else {
+		t.qTimer.Reset(d)
+	}
+	t.qWaits.Add(1)
+	count(eventRecvWait, true)
+	t.qWaiting.Store(true)
+	// As in yieldToReader: h3Progress loads qWaiting after it counts, so
+	// progress before the Store is seen by the depth check, after it by
+	// the signal.
+wait:
+	for t.qDepth() > quicResumeDepth {
+		select {
+		case <-t.qDrained:
+		case <-t.qTimer.C:
+			t.qWaitsOut.Add(1)
+			count(eventRecvWaitOut, true)
+			break wait
+		}
+	}
+	t.qWaiting.Store(false)
+	t.qTimer.Stop()
+	select {
+	case <-t.qDrained:
+	default:
+	}
+	end := time.Now()
+	t.qBudget = min(budgetMax, t.qBudget+end.Sub(now)/2) - end.Sub(now)
+	t.qBudgetAt = end
+}
+
+// h3Progress is http3's side of waitForH3, after each DATAGRAM it took
+// out of quic-go's queue.
+func (t *countingTrace) h3Progress() {
+	if t.qWaiting.Load() && t.qDepth() <= quicResumeDepth {
+		select {
+		case t.qDrained <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// qDepth is how many DATAGRAMs wait in quic-go's receive queue: queued
+// less dropped less taken out by http3 (a DATAGRAM on a packet quic-go did
+// not record, e.g. 0-RTT, would make it read low, never high).
+func (t *countingTrace) qDepth() uint64 {
+	in, out := t.queued.Load(), t.recvDropped.Load()+t.parsed.Load()
+	if in <= out {
+		return 0
+	}
+	return in - out
+}
+
+// quicWaitDepth, quicResumeDepth, quicWaitMax and quicWaitBudget set
+// waitForH3: three quarters of quic-go's queue of 128; a quarter, so that
+// a burst has room before the next wait; longer than a scheduler's slice
+// on a busy core (the chain's goroutines wait for a thread that long),
+// short against an RTT; and what a run of waits may take before they are
+// held to half the time (a few RTTs of a 5G path's queue at most).
+const (
+	quicWaitDepth   = 96
+	quicResumeDepth = 32
+	quicWaitMax     = 3 * time.Millisecond
+	quicWaitBudget  = 20 * time.Millisecond
 )
 
 // h3Lost is the inferred silent loss of http3's DATAGRAM queue from the

@@ -213,7 +213,8 @@ func TestYieldToReaderWaitBounded(t *testing.T) {
 	}
 }
 
-// A light trace (the client's default) answers quic-go's connection, the
+// A light trace (the client's with NoRecvWait and without CountDrops or a
+// qlog file) answers quic-go's connection, the
 // first producer, with no recorder: quic-go then builds no events, while
 // http3's and connect-ip-go's (the yield's and the http3 loss count's)
 // still arrive. With CountDrops quic-go's events come too: the check can
@@ -224,7 +225,7 @@ func TestLightTraceSkipsQUICEvents(t *testing.T) {
 		var tr *countingTrace
 		var events atomic.Uint64
 		c := mustDial(t, h, func(cfg *ClientConfig) {
-			cfg.CountDrops = full
+			cfg.CountDrops, cfg.NoRecvWait = full, !full
 			cfg.onTrace = func(x *countingTrace) { tr, x.onEvent = x, func() { events.Add(1) } }
 		})
 		me := netip.AddrPortFrom(c.Addresses()[0].Addr(), 40000)
@@ -242,5 +243,85 @@ func TestLightTraceSkipsQUICEvents(t *testing.T) {
 		case full && other <= 100: // one per QUIC packet received, at least half as many as DATAGRAMs
 			t.Errorf("full trace: only %d events besides the DATAGRAMs': quic-go's are missing", other)
 		}
+	}
+}
+
+// recvBurst plays quic-go's receiving goroutine over a burst of n
+// DATAGRAMs against its receive queue of 128 (a buffered channel): each is
+// queued or dropped (DatagramDropped first, as quic-go records it), then
+// its packet's PacketReceived is recorded. http3's goroutine, when live,
+// takes them out and records DatagramParsed. It returns the drops and the
+// deepest queue seen.
+func recvBurst(tr *countingTrace, n int, h3Live bool) (drops, deepest int) {
+	r := tr.AddProducer()
+	q := make(chan struct{}, 128)
+	done := make(chan struct{})
+	if h3Live {
+		go func() {
+			defer close(done)
+			for range q {
+				r.RecordEvent(h3qlog.DatagramParsed{})
+			}
+		}()
+	} else {
+		close(done)
+	}
+	dgram := qlog.PacketReceived{Frames: []qlog.Frame{{Frame: &qlog.DatagramFrame{Length: 1282}}}}
+	for range n {
+		select {
+		case q <- struct{}{}:
+		default:
+			drops++
+			r.RecordEvent(qlog.DatagramDropped{Direction: qlog.DirectionReceiving})
+		}
+		r.RecordEvent(dgram)
+		deepest = max(deepest, len(q))
+	}
+	close(q)
+	<-done
+	return drops, deepest
+}
+
+// quic-go's receiving goroutine queues a burst into its DATAGRAM queue of
+// 128 without stopping, and http3's goroutine, woken, runs only once it
+// does: on one P the burst overflows the queue (drops, each an inner TCP
+// loss). With waitForH3 it stops at three quarters until http3's has
+// taken the queue down: no drop. The wait's bound is raised so that a
+// stalled machine cannot end a wait before the signal.
+func TestRecvWaitLetsH3Drain(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	for _, wait := range []bool{true, false} {
+		tr := &countingTrace{count: func(string, bool) {}, noYield: true, recvWait: wait, qWaitMax: time.Minute, qBudgetMax: time.Hour}
+		drops, deepest := recvBurst(tr, 400, true)
+		t.Logf("wait %v: %d drops, deepest queue %d, waits %d", wait, drops, deepest, tr.qWaits.Load())
+		switch {
+		case wait && (drops != 0 || deepest > quicWaitDepth+1):
+			t.Errorf("with the wait: %d drops, deepest %d (want 0, <= %d)", drops, deepest, quicWaitDepth+1)
+		case wait && tr.qWaitsOut.Load() != 0:
+			t.Errorf("%d waits ended by the bound with http3's goroutine live", tr.qWaitsOut.Load())
+		case !wait && drops == 0:
+			t.Error("without the wait nothing was dropped: the case tests nothing")
+		}
+		if got := tr.qDepth(); got != 0 {
+			t.Errorf("wait %v: depth %d after http3 took everything out", wait, got)
+		}
+	}
+}
+
+// With http3's goroutine gone the waits end at their bound and use up the
+// budget; then the queue overflows as without the wait: quic-go's
+// goroutine never hangs and waits at most about the budget.
+func TestRecvWaitBudget(t *testing.T) {
+	tr := &countingTrace{count: func(string, bool) {}, noYield: true, recvWait: true, qWaitMax: 2 * time.Millisecond, qBudgetMax: 5 * time.Millisecond}
+	drops, deepest := recvBurst(tr, 200, false)
+	t.Logf("%d drops, deepest %d, waits %d (%d by the bound), skipped %d", drops, deepest, tr.qWaits.Load(), tr.qWaitsOut.Load(), tr.qWaitsSkipped.Load())
+	if drops != 200-128 || deepest != 128 {
+		t.Errorf("%d drops, deepest %d: want %d, 128", drops, deepest, 200-128)
+	}
+	if w, out := tr.qWaits.Load(), tr.qWaitsOut.Load(); w < 2 || out != w {
+		t.Errorf("waits %d, by the bound %d: want at least 2, all by the bound", w, out)
+	}
+	if tr.qWaitsSkipped.Load() == 0 {
+		t.Error("no wait skipped: the budget bounds nothing")
 	}
 }
