@@ -1016,6 +1016,7 @@ func (s *Server) countDrop(reason string, fromPeer bool) {
 		s.st.dropSend.Add(1)
 	case reasonDatagramRecvQueue:
 		s.st.dropDgramRecv.Add(1)
+	case eventRecvWait, eventRecvWaitOut: // the client's waitForH3; not a drop
 	default:
 		s.st.dropInvalid.Add(1)
 	}
