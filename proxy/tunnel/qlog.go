@@ -57,11 +57,7 @@ type countingTrace struct {
 
 	// yieldToReader's wait for a reader running on another P (one waiter:
 	// http3's DATAGRAM goroutine, one per connection).
-	waiting   atomic.Bool
-	drained   chan struct{} // cap 1: the reader brought the queue down
-	waitTimer *time.Timer
-	waits     atomic.Uint64 // waits begun
-	waitsOut  atomic.Uint64 // of those, ended by h3WaitMax
+	h3w queueWait
 	// waitMax bounds the wait (0: h3WaitMax; < 0: no wait, the yields
 	// only, as before it). Tests only.
 	waitMax time.Duration
@@ -73,12 +69,9 @@ type countingTrace struct {
 	// dropped for a full queue; parsed (above) those http3 took out.
 	recvWait            bool
 	queued, recvDropped atomic.Uint64
-	qWaiting            atomic.Bool
-	qDrained            chan struct{} // cap 1: http3 brought the queue down
-	qTimer              *time.Timer
+	qw                  queueWait     // waitForH3's wait (one waiter: quic-go's receiving goroutine)
 	qBudget             time.Duration // waitForH3's time left to wait; quic-go's receiving goroutine only
 	qBudgetAt           time.Time     // when qBudget was last topped up
-	qWaits, qWaitsOut   atomic.Uint64
 	qWaitsSkipped       atomic.Uint64 // deep queue, but no budget left
 	// qWaitMax and qBudgetMax replace quicWaitMax and quicWaitBudget when
 	// set (tests only).
@@ -239,44 +232,13 @@ func (t *countingTrace) yieldToReader() {
 	if t.waitMax > 0 {
 		d = t.waitMax
 	}
-	if t.drained == nil {
-		t.drained = make(chan struct{}, 1)
-		t.waitTimer = time.NewTimer(d)
-	} else {
-		t.waitTimer.Reset(d)
-	}
-	t.waits.Add(1)
-	t.waiting.Store(true)
-	// readerProgress loads waiting after it counts and signals only when
-	// set: a reader that brought the queue down before the Store is seen
-	// by the depth check here, one after it signals (and drained, made
-	// before the Store, is visible to it).
-wait:
-	for t.depth() > h3ResumeDepth {
-		select {
-		case <-t.drained:
-		case <-t.waitTimer.C:
-			t.waitsOut.Add(1)
-			break wait
-		}
-	}
-	t.waiting.Store(false)
-	t.waitTimer.Stop()
-	select { // a signal sent after the loop saw the depth fall
-	case <-t.drained:
-	default:
-	}
+	t.h3w.wait(d, func() bool { return t.depth() > h3ResumeDepth })
 }
 
 // readerProgress is the reader's side of yieldToReader's wait, after each
 // DATAGRAM connect-ip-go processed.
 func (t *countingTrace) readerProgress() {
-	if t.waiting.Load() && t.depth() <= h3ResumeDepth {
-		select {
-		case t.drained <- struct{}{}:
-		default:
-		}
-	}
+	t.h3w.progress(func() bool { return t.depth() <= h3ResumeDepth })
 }
 
 // depth is how many DATAGRAMs http3 handed to the stream and the reader
@@ -340,34 +302,9 @@ func (t *countingTrace) waitForH3(count func(string, bool)) {
 		t.qWaitsSkipped.Add(1)
 		return
 	}
-	d := min(waitMax, t.qBudget)
-	if t.qDrained == nil {
-		t.qDrained = make(chan struct{}, 1)
-		t.qTimer = time.NewTimer(d)
-	} else {
-		t.qTimer.Reset(d)
-	}
-	t.qWaits.Add(1)
 	count(eventRecvWait, true)
-	t.qWaiting.Store(true)
-	// As in yieldToReader: h3Progress loads qWaiting after it counts, so
-	// progress before the Store is seen by the depth check, after it by
-	// the signal.
-wait:
-	for t.qDepth() > quicResumeDepth {
-		select {
-		case <-t.qDrained:
-		case <-t.qTimer.C:
-			t.qWaitsOut.Add(1)
-			count(eventRecvWaitOut, true)
-			break wait
-		}
-	}
-	t.qWaiting.Store(false)
-	t.qTimer.Stop()
-	select {
-	case <-t.qDrained:
-	default:
+	if t.qw.wait(min(waitMax, t.qBudget), func() bool { return t.qDepth() > quicResumeDepth }) {
+		count(eventRecvWaitOut, true)
 	}
 	end := time.Now()
 	t.qBudget = min(budgetMax, t.qBudget+end.Sub(now)/2) - end.Sub(now)
@@ -377,9 +314,58 @@ wait:
 // h3Progress is http3's side of waitForH3, after each DATAGRAM it took
 // out of quic-go's queue.
 func (t *countingTrace) h3Progress() {
-	if t.qWaiting.Load() && t.qDepth() <= quicResumeDepth {
+	t.qw.progress(func() bool { return t.qDepth() <= quicResumeDepth })
+}
+
+// queueWait is one goroutine's wait for another to bring a queue down:
+// wait parks the waiter until progress, called by the other after each
+// item it takes out, finds the queue low enough, or until a bound.
+type queueWait struct {
+	waiting         atomic.Bool
+	drained         chan struct{} // cap 1
+	timer           *time.Timer
+	waits, waitsOut atomic.Uint64 // waits begun; of those, ended by the bound
+}
+
+// wait waits while deep() holds, at most d; it tells whether the bound
+// ended it. One waiter at a time.
+func (w *queueWait) wait(d time.Duration, deep func() bool) (timedOut bool) {
+	if w.drained == nil {
+		w.drained = make(chan struct{}, 1)
+		w.timer = time.NewTimer(d)
+	} else {
+		w.timer.Reset(d)
+	}
+	w.waits.Add(1)
+	w.waiting.Store(true)
+	// progress loads waiting after the other side counted and signals
+	// only when set: progress made before the Store is seen by deep()
+	// here, progress after it signals (and drained, made before the
+	// Store, is visible to it).
+loop:
+	for deep() {
 		select {
-		case t.qDrained <- struct{}{}:
+		case <-w.drained:
+		case <-w.timer.C:
+			w.waitsOut.Add(1)
+			timedOut = true
+			break loop
+		}
+	}
+	w.waiting.Store(false)
+	w.timer.Stop()
+	select { // a signal sent after the loop saw the queue fall
+	case <-w.drained:
+	default:
+	}
+	return timedOut
+}
+
+// progress wakes the waiter, if one waits and low() holds.
+func (w *queueWait) progress(low func() bool) {
+	if w.waiting.Load() && low() {
+		select {
+		case w.drained <- struct{}{}:
 		default:
 		}
 	}

@@ -171,14 +171,14 @@ func TestYieldToReaderWaitsForReaderElsewhere(t *testing.T) {
 		}
 		close(stop)
 		<-done
-		t.Logf("wait %v: deepest queue %d, waits %d (%d ended by the bound)", wait, deepest, tr.waits.Load(), tr.waitsOut.Load())
+		t.Logf("wait %v: deepest queue %d, waits %d (%d ended by the bound)", wait, deepest, tr.h3w.waits.Load(), tr.h3w.waitsOut.Load())
 		switch {
 		case wait && deepest > h3YieldDepth+1:
 			t.Errorf("with the wait the queue reached %d (> %d)", deepest, h3YieldDepth+1)
-		case wait && tr.waits.Load() == 0:
+		case wait && tr.h3w.waits.Load() == 0:
 			t.Error("the reader kept up without a wait: the case tests nothing")
-		case wait && tr.waitsOut.Load() != 0:
-			t.Errorf("%d waits ended by the bound with a reader that keeps reading", tr.waitsOut.Load())
+		case wait && tr.h3w.waitsOut.Load() != 0:
+			t.Errorf("%d waits ended by the bound with a reader that keeps reading", tr.h3w.waitsOut.Load())
 		case !wait && deepest <= 32:
 			// Not an error: on a machine whose other P stalls the
 			// producer the yields alone can keep up.
@@ -195,7 +195,7 @@ func TestYieldToReaderWaitBounded(t *testing.T) {
 	for range h3YieldDepth + 2 {
 		r.RecordEvent(h3qlog.DatagramParsed{})
 	}
-	if w, out := tr.waits.Load(), tr.waitsOut.Load(); w != 2 || out != 2 {
+	if w, out := tr.h3w.waits.Load(), tr.h3w.waitsOut.Load(); w != 2 || out != 2 {
 		t.Fatalf("waits %d, ended by the bound %d: want 2 and 2 (depths 25 and 26, no reader)", w, out)
 	}
 	// The reader comes back: the depth falls, the next wait ends on its
@@ -208,7 +208,7 @@ func TestYieldToReaderWaitBounded(t *testing.T) {
 		}
 	}()
 	r.RecordEvent(h3qlog.DatagramParsed{})
-	if w, out, d := tr.waits.Load(), tr.waitsOut.Load(), tr.depth(); w != 3 || out != 2 || d > h3ResumeDepth {
+	if w, out, d := tr.h3w.waits.Load(), tr.h3w.waitsOut.Load(), tr.depth(); w != 3 || out != 2 || d > h3ResumeDepth {
 		t.Fatalf("waits %d, ended by the bound %d, depth %d: want 3, 2, <= %d", w, out, d, h3ResumeDepth)
 	}
 }
@@ -293,12 +293,12 @@ func TestRecvWaitLetsH3Drain(t *testing.T) {
 	for _, wait := range []bool{true, false} {
 		tr := &countingTrace{count: func(string, bool) {}, noYield: true, recvWait: wait, qWaitMax: time.Minute, qBudgetMax: time.Hour}
 		drops, deepest := recvBurst(tr, 400, true)
-		t.Logf("wait %v: %d drops, deepest queue %d, waits %d", wait, drops, deepest, tr.qWaits.Load())
+		t.Logf("wait %v: %d drops, deepest queue %d, waits %d", wait, drops, deepest, tr.qw.waits.Load())
 		switch {
 		case wait && (drops != 0 || deepest > quicWaitDepth+1):
 			t.Errorf("with the wait: %d drops, deepest %d (want 0, <= %d)", drops, deepest, quicWaitDepth+1)
-		case wait && tr.qWaitsOut.Load() != 0:
-			t.Errorf("%d waits ended by the bound with http3's goroutine live", tr.qWaitsOut.Load())
+		case wait && tr.qw.waitsOut.Load() != 0:
+			t.Errorf("%d waits ended by the bound with http3's goroutine live", tr.qw.waitsOut.Load())
 		case !wait && drops == 0:
 			t.Error("without the wait nothing was dropped: the case tests nothing")
 		}
@@ -314,11 +314,11 @@ func TestRecvWaitLetsH3Drain(t *testing.T) {
 func TestRecvWaitBudget(t *testing.T) {
 	tr := &countingTrace{count: func(string, bool) {}, noYield: true, recvWait: true, qWaitMax: 2 * time.Millisecond, qBudgetMax: 5 * time.Millisecond}
 	drops, deepest := recvBurst(tr, 200, false)
-	t.Logf("%d drops, deepest %d, waits %d (%d by the bound), skipped %d", drops, deepest, tr.qWaits.Load(), tr.qWaitsOut.Load(), tr.qWaitsSkipped.Load())
+	t.Logf("%d drops, deepest %d, waits %d (%d by the bound), skipped %d", drops, deepest, tr.qw.waits.Load(), tr.qw.waitsOut.Load(), tr.qWaitsSkipped.Load())
 	if drops != 200-128 || deepest != 128 {
 		t.Errorf("%d drops, deepest %d: want %d, 128", drops, deepest, 200-128)
 	}
-	if w, out := tr.qWaits.Load(), tr.qWaitsOut.Load(); w < 2 || out != w {
+	if w, out := tr.qw.waits.Load(), tr.qw.waitsOut.Load(); w < 2 || out != w {
 		t.Errorf("waits %d, by the bound %d: want at least 2, all by the bound", w, out)
 	}
 	if tr.qWaitsSkipped.Load() == 0 {
