@@ -96,13 +96,17 @@ type runConfig struct {
 	// TunnelRecvWait: quic-go's receiving goroutine waits for http3's
 	// while quic-go's DATAGRAM receive queue is nearly full.
 	TunnelRecvWait bool `yaml:"tunnel-recv-wait"`
+	// TunnelFullPackets: tunnel.ClientConfig's full packets (not
+	// NoFullPackets).
+	TunnelFullPackets bool `yaml:"tunnel-full-packets"`
 }
 
 // tunnel is the tunnel part of the configuration.
 func (c *runConfig) tunnel() tunnelFlags {
 	return tunnelFlags{Server: c.TunnelServer, ServerName: c.TunnelServerName, CA: c.TunnelCA, Cert: c.TunnelCert,
 		Key: c.TunnelKey, LocalAddr: c.TunnelLocalAddr, QlogDir: c.TunnelQlogDir, NATHost: c.TunnelNATHost, CountDrops: c.TunnelCountDrops,
-		HintRateWait: c.TunnelHintRateWait, NoReaderYield: !c.TunnelReaderYield, NoRecvWait: !c.TunnelRecvWait}
+		HintRateWait: c.TunnelHintRateWait, NoReaderYield: !c.TunnelReaderYield, NoRecvWait: !c.TunnelRecvWait,
+		NoFullPackets: !c.TunnelFullPackets}
 }
 
 func defaultRunConfig() runConfig {
@@ -137,6 +141,7 @@ func defaultRunConfig() runConfig {
 		TunnelHints:        true,
 		TunnelReaderYield:  true,
 		TunnelRecvWait:     true,
+		TunnelFullPackets:  true,
 		TunnelHintRateWait: tunnel.DefaultHintRateWait,
 		Predictor:          m2ho.Streams.Name(),
 	}
@@ -254,6 +259,7 @@ Example (as root):
 	fs.StringVar(&c.Predictor, "predictor", c.Predictor, predictorUsage)
 	fs.StringVar(&c.CPUProfile, "cpu-profile", "", "write a pprof CPU profile of the run to this file")
 	fs.MarkHidden("cpu-profile")
+	fs.BoolVar(&c.TunnelFullPackets, "tunnel-full-packets", c.TunnelFullPackets, "ask the tunnel server for 20-byte connection IDs and send QUIC packets of the inner MTU + 42 bytes (path MTU discovery off), so that full-size tunnelled packets fill their QUIC packets and quic-go sends runs of them with one GSO system call, here and on an m2ho server (its --full-packets); the uplink path must carry UDP payloads of 1322 bytes (false: quic-go's defaults)")
 	fs.BoolVar(&c.TunnelRecvWait, "tunnel-recv-wait", c.TunnelRecvWait, "when quic-go's DATAGRAM receive queue (128) is nearly full, its receiving goroutine waits for http3's reader (at most 3 ms, at most half the time), so that a burst waits in the UDP socket's buffer instead of being dropped (each drop an inner TCP loss); needs quic-go's qlog events, as --tunnel-count-drops, whose counts it then shows too (false: drop, as before)")
 	fs.BoolVar(&c.TunnelReaderYield, "tunnel-reader-yield", c.TunnelReaderYield, "yield to the tunnel's DATAGRAM reader, and wait for it, when http3's per-stream queue is nearly full (false: as before, with no trace unless --tunnel-count-drops or --tunnel-qlog-dir; to measure it)")
 	fs.MarkHidden("tunnel-reader-yield")

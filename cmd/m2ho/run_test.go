@@ -54,7 +54,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Eqn2InFlight: true, Predictor: "streams", Eqn2Bound: "rate", RampQueue: 2.0 / 3, RampPairRate: true,
 		SlotPipe: true, SlotStart: true, OWDPathBase: true, MmWaveClamp: true, FirstQueue: true, BurstDefault: true, AnchorKeeps: true, AnswerRates: true,
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
-		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond, TunnelReaderYield: true, TunnelRecvWait: true,
+		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond, TunnelReaderYield: true, TunnelRecvWait: true, TunnelFullPackets: true,
 	}
 	if !reflect.DeepEqual(c, want) {
 		t.Errorf("phone.yaml gave\n %+v\nwant\n %+v", c, want)

@@ -40,6 +40,7 @@ type serverConfig struct {
 	Routes            []string      `yaml:"route"`
 	TUN               string        `yaml:"tun"`
 	MTU               int           `yaml:"mtu"`
+	FullPackets       bool          `yaml:"full-packets"`
 	NoRouting         bool          `yaml:"no-routing"`
 	QueueLen          int           `yaml:"queue-len"`
 	MaxConnsPerClient int           `yaml:"max-conns-per-client"`
@@ -67,6 +68,7 @@ func defaultServerConfig() serverConfig {
 		InnerPrefixes:     []string{"10.77.0.0/24"},
 		TUN:               "m2hos0",
 		MTU:               tunnel.DefaultMTU,
+		FullPackets:       true,
 		QueueLen:          0, // defaultQueueLen
 		MaxConnsPerClient: 4,
 		MaxSessions:       1024,
@@ -181,6 +183,7 @@ Example (as root):
 	fs.StringSliceVar(&c.Routes, "route", c.Routes, "prefix clients may reach (repeatable; required: the server is no open relay)")
 	fs.StringVar(&c.TUN, "tun", c.TUN, "name of the TUN device to create")
 	fs.IntVar(&c.MTU, "mtu", c.MTU, "inner MTU (1280-1400: a packet must fit one QUIC DATAGRAM)")
+	fs.BoolVar(&c.FullPackets, "full-packets", c.FullPackets, "send QUIC packets of --mtu+42 bytes (path MTU discovery off) and ask clients for 20-byte connection IDs, so that MTU-sized tunnelled packets fill them and quic-go sends a burst with one GSO system call instead of one per packet (the tunnel's ceiling on a busy machine); the path must carry UDP payloads of --mtu+42 bytes (false: quic-go's defaults, 1350-byte first packets, discovery up to 1452)")
 	fs.BoolVar(&c.NoRouting, "no-routing", c.NoRouting, "do not enable IP forwarding")
 	fs.IntVar(&c.QueueLen, "queue-len", c.QueueLen, "downlink queue bound per session, in packets (0: 512, or 2048 with --pacer wave, which bounds its queue itself)")
 	fs.IntVar(&c.MaxConnsPerClient, "max-conns-per-client", c.MaxConnsPerClient, "connections open at once per client certificate")
@@ -223,7 +226,7 @@ func (c *serverConfig) check(log *zap.Logger) (tunnel.ServerConfig, error) {
 	if queueLen == 0 {
 		queueLen = defaultQueueLen(c.Pacer)
 	}
-	sc = tunnel.ServerConfig{Certificate: crt, ClientCAs: pool, MTU: c.MTU, QueueLen: queueLen,
+	sc = tunnel.ServerConfig{Certificate: crt, ClientCAs: pool, MTU: c.MTU, NoFullPackets: !c.FullPackets, QueueLen: queueLen,
 		MaxConnsPerClient: c.MaxConnsPerClient, MaxSessions: c.MaxSessions, QlogDir: c.QlogDir, Log: log,
 		AddressHold: c.AddressHold, MaxHeldAddresses: c.MaxHeldAddresses}
 	// 0 on the command line means off; in tunnel.ServerConfig it means the default.

@@ -81,6 +81,17 @@ func TestServerCheckNamesFlags(t *testing.T) {
 			t.Errorf("--pacer %s --queue-len %d: QueueLen %d (%v), want %d", tc.pacer, tc.len, sc.QueueLen, err, tc.want)
 		}
 	}
+	// --full-packets, on by default, reaches the tunnel's config.
+	if f := newServerCmd(&globalFlags{}).Flags().Lookup("full-packets"); f == nil || f.DefValue != "true" {
+		t.Errorf("--full-packets: %v, want a flag that defaults to true", f)
+	}
+	for _, full := range []bool{true, false} {
+		c := base()
+		c.FullPackets = full
+		if sc, err := c.check(zap.NewNop()); err != nil || sc.NoFullPackets != !full {
+			t.Errorf("--full-packets=%v: NoFullPackets %v (%v)", full, sc.NoFullPackets, err)
+		}
+	}
 	for _, tc := range []struct {
 		mod  func(*serverConfig)
 		want string

@@ -42,6 +42,8 @@ type tunnelFlags struct {
 	NoReaderYield bool
 	// NoRecvWait: tunnel.ClientConfig.NoRecvWait.
 	NoRecvWait bool
+	// NoFullPackets: tunnel.ClientConfig.NoFullPackets.
+	NoFullPackets bool
 }
 
 // clientConfig checks the flags and loads the files, naming the flag at
@@ -72,7 +74,7 @@ func (f tunnelFlags) clientConfig(log *zap.Logger) (tunnel.ClientConfig, error) 
 		hosts = append(hosts, a)
 	}
 	return tunnel.ClientConfig{Server: f.Server, ServerName: f.ServerName, RootCAs: pool, Certificate: crt,
-		LocalAddr: f.LocalAddr, NAT: true, NATHosts: hosts, QlogDir: f.QlogDir, CountDrops: f.CountDrops, HintRateWait: hintRateWait(f.HintRateWait), NoReaderYield: f.NoReaderYield, NoRecvWait: f.NoRecvWait, Log: log.Named("tunnel")}, nil
+		LocalAddr: f.LocalAddr, NAT: true, NATHosts: hosts, QlogDir: f.QlogDir, CountDrops: f.CountDrops, HintRateWait: hintRateWait(f.HintRateWait), NoReaderYield: f.NoReaderYield, NoRecvWait: f.NoRecvWait, NoFullPackets: f.NoFullPackets, Log: log.Named("tunnel")}, nil
 }
 
 // hintRateWait maps the flag (0: no wait) to tunnel.ClientConfig's

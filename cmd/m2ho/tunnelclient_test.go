@@ -125,6 +125,22 @@ func TestTunnelFlagsNameTheFlag(t *testing.T) {
 			t.Errorf("%v: %v; HintRateWait %v, want %v", tc.args, err, cc.HintRateWait, tc.want)
 		}
 	}
+	// --tunnel-full-packets (on by default) reaches
+	// ClientConfig.NoFullPackets.
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, false}, {[]string{"--tunnel-full-packets=false"}, true}} {
+		rc, err := resolveRun(t, tc.args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := ok
+		f.NoFullPackets = rc.tunnel().NoFullPackets
+		if cc, err := f.clientConfig(zap.NewNop()); err != nil || cc.NoFullPackets != tc.want {
+			t.Errorf("%v: %v; NoFullPackets %v, want %v", tc.args, err, cc.NoFullPackets, tc.want)
+		}
+	}
 	for _, tc := range []struct {
 		mod  func(*tunnelFlags)
 		want string

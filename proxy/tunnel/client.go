@@ -45,6 +45,16 @@ type ClientConfig struct {
 	// QueueLen bounds the uplink and the downlink queue in packets
 	// (default 512); excess is tail-dropped and counted.
 	QueueLen int
+	// NoFullPackets keeps quic-go's defaults (4-byte connection IDs, path
+	// MTU discovery from 1350 bytes), under which no DATAGRAM packet is
+	// full-size and each costs the sender a system call. By default the
+	// client asks for 20-byte connection IDs, so that the server's
+	// full-size DATAGRAM packets (ServerConfig.NoFullPackets) go out in GSO
+	// batches, and sends its own at fullPacketSize(MTU) without discovery;
+	// the path must then carry UDP payloads of MTU+42 bytes from the
+	// handshake on (1322 for the default MTU, less than the 1350 of
+	// quic-go's first packets otherwise).
+	NoFullPackets bool
 	// Pacer paces the uplink (PassThrough when nil).
 	Pacer Pacer
 	// NAT rewrites the tethered host's source address to the assigned
@@ -243,7 +253,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 	}
 	c.pathGoneCh = make(chan struct{}, 1)
 	c.writes = &socketWrites{notify: c.pathGoneCh}
-	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone, c.writes)}
+	tr := c.transport(wrapLossy(udp, &c.st.pathGone, c.writes))
 	c.transports = []*quic.Transport{tr}
 	if l, ok := cfg.Pacer.(QueueLimiter); ok {
 		c.up.limiter = l
@@ -276,6 +286,9 @@ func Dial(ctx context.Context, cfg ClientConfig) (c *Client, err error) {
 		InitialPacketSize: 1350,
 		MaxIdleTimeout:    30 * time.Second,
 		KeepAlivePeriod:   10 * time.Second,
+	}
+	if !cfg.NoFullPackets {
+		qconf.InitialPacketSize, qconf.DisablePathMTUDiscovery = uint16(fullPacketSize(cfg.MTU)), true
 	}
 	// The wait for http3 (waitForH3, on unless NoRecvWait) needs quic-go's
 	// events. Without it, a qlog file or CountDrops the trace is light: no
@@ -435,6 +448,17 @@ func (c *Client) Routes() []netip.Prefix {
 		out = append(out, r.Prefixes()...)
 	}
 	return out
+}
+
+// transport is a quic.Transport on conn; every path of the connection
+// (Migrate's too) has one with the same connection ID length, since each
+// demultiplexes by the IDs the connection issued.
+func (c *Client) transport(conn net.PacketConn) *quic.Transport {
+	tr := &quic.Transport{Conn: conn}
+	if !c.cfg.NoFullPackets {
+		tr.ConnectionIDLength = fullPacketCIDLen
+	}
+	return tr
 }
 
 // MTU is the inner MTU.
@@ -724,7 +748,7 @@ func (c *Client) Migrate(ctx context.Context, localAddr string) error {
 		return fmt.Errorf("tunnel: migrate to %q: %w", localAddr, err)
 	}
 	w := &socketWrites{notify: c.pathGoneCh}
-	tr := &quic.Transport{Conn: wrapLossy(udp, &c.st.pathGone, w)}
+	tr := c.transport(wrapLossy(udp, &c.st.pathGone, w))
 	path, err := c.qc.AddPath(tr)
 	if err != nil {
 		tr.Close()

@@ -22,6 +22,36 @@ const minMTU = 1280
 // (1452-byte packets minus the overheads listed at DefaultMTU).
 const maxMTU = 1400
 
+// fullPacketCIDLen is the connection ID length each end asks its peer to
+// use (quic.Transport.ConnectionIDLength) when it sends full packets: the
+// largest QUIC allows, the length quic-go's DATAGRAM admission reckons
+// with (see fullPacketSize).
+const fullPacketCIDLen = 20
+
+// fullPacketSize is the QUIC packet size (quic.Config.InitialPacketSize,
+// path MTU discovery off) at which a DATAGRAM carrying an inner packet of
+// mtu bytes fills its 1-RTT packet exactly, when the receiver's connection
+// ID is fullPacketCIDLen long: 1 header byte, 20 of connection ID, 2 of
+// packet number (quic-go v0.65 uses 2 while fewer than 2^15 packets are
+// unacknowledged), 1 frame type (a DATAGRAM frame that ends its packet
+// carries no length), 1 quarter stream ID (RFC 9297 §2.1; one byte for
+// the CONNECT-IP stream, a client's first), 1 context ID (RFC 9484 §6)
+// and the 16-byte AEAD tag.
+//
+// Why it matters: quic-go v0.65 hands a run of packets to one GSO
+// sendmsg only while each is exactly its maximum size
+// (sendPacketsWithGSO), and SendDatagram admits a payload only up to that
+// size less 37 bytes (estimateMaxPayloadSize, which assumes a 20-byte
+// connection ID). With quic-go's default 4-byte connection IDs a DATAGRAM
+// packet is therefore always at least 13 bytes short of the maximum and
+// every packet costs a system call (README, session 29: the tunnel's
+// ceiling). With the receiver's connection IDs at 20 bytes and the size
+// pinned here, MTU-sized inner packets make full packets and a bulk
+// transfer leaves in GSO batches; a payload up to 5 bytes shorter still
+// passes SendDatagram (mtu+2 ≤ size−37) and goes in a packet of its own.
+// TestFullPackets holds quic-go to this arithmetic.
+func fullPacketSize(mtu int) int { return mtu + 42 }
+
 // Header sizes used to derive the MSS from the MTU.
 const (
 	ipv4HeaderLen = 20

@@ -54,6 +54,14 @@ type ServerConfig struct {
 	Routes []netip.Prefix
 	// MTU is the inner MTU (DefaultMTU when 0).
 	MTU int
+	// NoFullPackets keeps quic-go's defaults (4-byte connection IDs, path
+	// MTU discovery from 1350 bytes). By default the server sends its
+	// DATAGRAM packets at fullPacketSize(MTU) without discovery, so that
+	// against a client with 20-byte connection IDs (ClientConfig's
+	// default) MTU-sized inner packets fill them and a burst leaves in one
+	// GSO system call, and asks clients for 20-byte IDs itself. A client
+	// with shorter IDs still works, one system call per packet.
+	NoFullPackets bool
 	// QueueLen bounds each session's downlink queue in packets (default
 	// 512); excess is tail-dropped and counted.
 	QueueLen int
@@ -301,7 +309,7 @@ func (s *Server) quicConfig() *quic.Config {
 	if s.cfg.WrapTracer != nil {
 		tracer = s.cfg.WrapTracer(s.tracer)
 	}
-	return &quic.Config{
+	qc := &quic.Config{
 		EnableDatagrams:    true,
 		InitialPacketSize:  1350,
 		MaxIdleTimeout:     30 * time.Second,
@@ -309,6 +317,10 @@ func (s *Server) quicConfig() *quic.Config {
 		MaxIncomingStreams: 16, // CONNECT-IP + hints + a few; bounds per-connection state
 		Tracer:             tracer,
 	}
+	if !s.cfg.NoFullPackets {
+		qc.InitialPacketSize, qc.DisablePathMTUDiscovery = uint16(fullPacketSize(s.cfg.MTU)), true
+	}
+	return qc
 }
 
 // Listen opens the UDP socket; Serve then runs on it.
@@ -318,6 +330,9 @@ func (s *Server) Listen(addr string) (net.Addr, error) {
 		return nil, fmt.Errorf("tunnel: listen %s: %w", addr, err)
 	}
 	tr := &quic.Transport{Conn: udp}
+	if !s.cfg.NoFullPackets {
+		tr.ConnectionIDLength = fullPacketCIDLen
+	}
 	if f := s.cfg.ConnContext; f != nil {
 		tr.ConnContext = func(ctx context.Context, _ *quic.ClientInfo) (context.Context, error) { return f(ctx), nil }
 	}
