@@ -67,6 +67,11 @@ func BenchmarkTunnelBulk(b *testing.B) {
 		b.Run(fmt.Sprintf("down/%dMbps/light", rate), func(b *testing.B) { benchBulk(b, true, rate, lightTrace) })
 		b.Run(fmt.Sprintf("down/%dMbps/no-trace", rate), func(b *testing.B) { benchBulk(b, true, rate, noTrace) })
 	}
+	// quic-go's defaults (4-byte connection IDs, path MTU discovery): no
+	// DATAGRAM packet is full-size, so none is GSO-batched (fullPacketSize).
+	for _, rate := range []int{200, 0} {
+		b.Run(fmt.Sprintf("down/%dMbps/no-full-packets", rate), func(b *testing.B) { benchBulk(b, true, rate, noFullPackets) })
+	}
 	// Up with a TUN write that costs a system call per packet, as a real
 	// TUN's does (one write(2) to /dev/null each), through the uplink ring
 	// and, as before it, written inline by the reader (inlineUplink).
@@ -99,6 +104,7 @@ const (
 	noYield
 	lightTrace
 	noRecvWait
+	noFullPackets
 )
 
 func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
@@ -114,7 +120,7 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 		sdev = &devNullTUN{ChannelTUN: dev, null: null}
 	}
 	srv, err := NewServer(ServerConfig{Certificate: k.server, ClientCAs: k.pool, InnerPrefixes: []netip.Prefix{innerV4}, Routes: []netip.Prefix{routeV4},
-		inlineUplink: qlog == syscallTUNInline, noH3Yield: qlog == noYield}, sdev)
+		inlineUplink: qlog == syscallTUNInline, noH3Yield: qlog == noYield, NoFullPackets: qlog == noFullPackets}, sdev)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -137,6 +143,8 @@ func benchBulk(b *testing.B, down bool, rateMbps int, qlog int) {
 		cc.NoReaderYield, cc.NoRecvWait = true, true
 	case noRecvWait:
 		cc.NoRecvWait = true
+	case noFullPackets:
+		cc.NoFullPackets = true
 	}
 	c, err := Dial(ctx, cc)
 	if err != nil {

@@ -8,11 +8,12 @@ import (
 
 // DefaultMTU is the tunnel's inner MTU. A QUIC DATAGRAM (RFC 9221) must fit
 // one QUIC packet, which quic-go v0.65 sizes between 1200 and 1452 bytes;
-// with the 1350-byte initial packet size used here (connect-ip-go's own
-// default) 1280 bytes of IP packet always fit after the short header, the
-// AEAD tag, the DATAGRAM frame header, the quarter stream ID and the
-// context ID (RFC 9484 §6). 1280 is also IPv6's minimum link MTU, which
-// RFC 9484 §10.1 requires a tunnel to carry.
+// 1280 bytes of IP packet fit after the short header, the AEAD tag, the
+// DATAGRAM frame header, the quarter stream ID and the context ID (RFC
+// 9484 §6) both in the packets of fullPacketSize(1280) = 1322 bytes sent
+// by default and in the 1350-byte first packets (connect-ip-go's own
+// default) of quic-go's defaults (NoFullPackets). 1280 is also IPv6's
+// minimum link MTU, which RFC 9484 §10.1 requires a tunnel to carry.
 const DefaultMTU = 1280
 
 // minMTU is the smallest inner MTU a tunnel accepts (IPv6's minimum).
