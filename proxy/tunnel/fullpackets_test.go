@@ -3,6 +3,7 @@ package tunnel
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/netip"
 	"sync"
 	"testing"
@@ -85,14 +86,7 @@ func (s *packetSizes) add(m map[int]int, typ qlog.PacketType, size int, frames [
 func (s *packetSizes) snapshot() (sent, recv map[int]int, largest int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	sent, recv = map[int]int{}, map[int]int{}
-	for k, v := range s.sent {
-		sent[k] = v
-	}
-	for k, v := range s.recv {
-		recv[k] = v
-	}
-	return sent, recv, s.largest
+	return maps.Clone(s.sent), maps.Clone(s.recv), s.largest
 }
 
 // TestFullPackets holds quic-go v0.65 to fullPacketSize's arithmetic: with
