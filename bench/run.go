@@ -65,6 +65,9 @@ type Config struct {
 	// NoAnchorPause replays LTE anchor handovers that keep the NR cell as
 	// signalling only (the emulator's --anchor-pause=false).
 	NoAnchorPause bool
+	// NoMmWaveEdge leaves mmWave cells at their capacity up to a handover
+	// down to sub-6 (the emulator's --mmwave-edge=false).
+	NoMmWaveEdge bool
 	// SeedDB is an ŝ_max database file (m2ho run --smax-db's form) that
 	// every run's proxy starts from, the same for every variant: what a
 	// phone learned before this drive (m2ho replay --learn-answers
@@ -230,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 	}
 	st := Settings{Scenario: cfg.Scenario, ScenarioName: sc.Name, XCAL: cfg.XCAL, Capacity: cfg.Capacity, DataDir: cfg.DataDir,
 		Scale: cfg.Scale, Seed: seed, Seeds: seeds, DurationS: float64(secs), Repeat: cfg.Repeat, Variants: cfg.Variants,
-		NoAnchorPause: cfg.NoAnchorPause, CommandLine: cfg.CommandLine, SeedDB: cfg.SeedDB, SeedDBSHA256: seedSum}
+		NoAnchorPause: cfg.NoAnchorPause, NoMmWaveEdge: cfg.NoMmWaveEdge, CommandLine: cfg.CommandLine, SeedDB: cfg.SeedDB, SeedDBSHA256: seedSum}
 	if err := writeSettings(cfg.OutDir, st); err != nil {
 		return Summary{}, err
 	}
@@ -945,6 +948,9 @@ func (r *runner) startEmulator(ctx context.Context, emuDur time.Duration, emuLog
 	}
 	if r.cfg.NoAnchorPause {
 		emuArgs = append(emuArgs, "--anchor-pause=false")
+	}
+	if r.cfg.NoMmWaveEdge {
+		emuArgs = append(emuArgs, "--mmwave-edge=false")
 	}
 	if r.cfg.LateThreshold > 0 {
 		emuArgs = append(emuArgs, "--late-threshold", strconv.FormatFloat(r.cfg.LateThreshold, 'g', -1, 64))

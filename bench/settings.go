@@ -30,6 +30,7 @@ type Settings struct {
 	Repeat        int       `json:"repeat"`
 	Variants      []Variant `json:"variants"`
 	NoAnchorPause bool      `json:"no_anchor_pause,omitempty"`
+	NoMmWaveEdge  bool      `json:"no_mmwave_edge,omitempty"`
 	CommandLine   string    `json:"command_line,omitempty"`
 	// SeedDB is the database file every run's proxy started from
 	// (Config.SeedDB), with its SHA-256: the state carried in.

@@ -128,7 +128,11 @@ type EmulatorBlock struct {
 	FalseAlarms    int64   `json:"false_alarms"`
 	// AnchorPauses: the link's pauses at LTE anchor handovers that keep
 	// the NR cell, per run (the most of any run).
-	AnchorPauses  int64   `json:"anchor_pauses"`
+	AnchorPauses int64 `json:"anchor_pauses"`
+	// MmWaveEdges: the mmWave -> sub-6 handovers whose source cell's
+	// capacity fell before them (the scenario's mmwave_edge), per run
+	// (the most of any run).
+	MmWaveEdges   int64   `json:"mmwave_edges"`
 	MaxLateMs     float64 `json:"max_late_ms"`
 	EventsDropped int64   `json:"events_dropped"`
 	// LateCauses: the late deliveries of all runs by the part of the
@@ -185,6 +189,7 @@ func Summarize(runs []RunResult, m Meta) Summary {
 		e.EventsDropped += r.Emu.EventsDropped
 		e.FalseAlarms = max(e.FalseAlarms, r.Emu.FalseAlarms)
 		e.AnchorPauses = max(e.AnchorPauses, r.Emu.AnchorPauses)
+		e.MmWaveEdges = max(e.MmWaveEdges, r.Emu.MmWaveEdges)
 		if r.Emu.Loop != nil {
 			for k, c := range r.Emu.Loop.LateByCause {
 				if e.LateCauses == nil {
@@ -573,6 +578,9 @@ func (s Summary) WriteMarkdown(w io.Writer) error {
 	fmt.Fprintf(&b, "- scale: %g (capacities and buffers x%g)\n", s.Scale, s.Scale)
 	fmt.Fprintf(&b, "- handovers in the first run: %d, false alarms (most in a run): %d, runs per variant: %d, %.0f s each, seed %d (each seed draws its own synthetic drive; the variants of a repetition share it)\n",
 		s.Handovers, s.Emulator.FalseAlarms, s.Repeat, s.DurationS, s.Seed)
+	if s.Emulator.MmWaveEdges > 0 {
+		fmt.Fprintf(&b, "- mmWave edges: the source cell's capacity fell in the 5 s before %d mmWave -> sub-6 handovers per run, as measured (mmwave_edge; --mmwave-edge=false for none)\n", s.Emulator.MmWaveEdges)
+	}
 	if s.Emulator.AnchorPauses > 0 {
 		fmt.Fprintf(&b, "- link pauses at LTE anchor handovers that keep the NR cell (not counted as handovers; command to the logged random access, queue kept): %d per run\n", s.Emulator.AnchorPauses)
 	}

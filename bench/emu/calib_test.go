@@ -322,12 +322,21 @@ func TestFittedConstantsFromData(t *testing.T) {
 		}
 		evs := xcalEvents(t, filepath.Join(root, "202302", "16", "bw-"+string(rune('0'+i))+"-ho.csv"))
 		since, _ := AlignDrive(evs, ip)
-		for k, v := range TypeSegments(ip.Series, NewServingTimeline(evs, since), 100*time.Millisecond) {
+		// the mmWave edge is modelled on its own (MeasuredMmWaveEdge)
+		tl := NewServingTimeline(evs, since).WithoutEdges(MeasuredMmWaveEdge.Span())
+		for k, v := range TypeSegments(ip.Series, tl, 100*time.Millisecond) {
 			segs[k] = append(segs[k], v...)
 		}
 	}
 	for typ, want := range MeasuredVariability {
 		got, err := FitVariability(segs[typ], 100*time.Millisecond, len(want.Quantiles))
+		var sum float64
+		for _, sg := range segs[typ] {
+			for _, x := range sg {
+				sum += x
+			}
+		}
+		t.Logf("%v: n %d mean %.1f Mbit/s rho %.4f / %.4f w %.4f ACF %.3f quantiles %.3f", typ, got.N, sum/float64(got.N), got.Rho, got.RhoSlow, got.SlowWeight, got.ACF, got.Quantiles)
 		if err != nil || got.N != want.N || math.Abs(got.Rho-want.Rho) > 0.001 || math.Abs(got.RhoSlow-want.RhoSlow) > 0.001 || math.Abs(got.SlowWeight-want.SlowWeight) > 0.001 {
 			t.Fatalf("%v: n %d rho %.4f / %.4f w %.4f (%v); recorded n %d rho %.3f / %.3f w %.3f", typ, got.N, got.Rho, got.RhoSlow, got.SlowWeight, err, want.N, want.Rho, want.RhoSlow, want.SlowWeight)
 		}

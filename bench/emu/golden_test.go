@@ -91,15 +91,19 @@ func TestGoldenMixedDrive(t *testing.T) {
 		edit func(*Config)
 		want uint64
 	}{
-		{"as built in", nil, 0x2a4233f94bab9f9d},
+		{"as built in", nil, 0xaa715fc224194877},
+		{"no mmwave edge", func(c *Config) { c.MmWaveEdge = nil }, 0x4a082dddfc3fd536},
 		// every handover with a flush hole, and the per-packet HARQ model
-		{"holes and harq", func(c *Config) { c.FlushHoles, c.HARQFraction = 1, 0.02 }, 0xfea4effec1c43ea9},
+		{"holes and harq", func(c *Config) { c.FlushHoles, c.HARQFraction = 1, 0.02 }, 0xb3eeb1b1c184b6d1},
 	} {
 		got, c := goldenRun(t, 60*time.Second, tc.edit)
 		if c.OverflowDrops == 0 || c.Delivered[Down] == 0 || totalHandovers(c) < 3 || c.Delivered[Up] == 0 {
 			t.Fatalf("%s: the load does not exercise the model: %+v", tc.name, c)
 		}
-		if tc.edit != nil && (c.HolesPlanned == 0 || c.HARQRetx == 0 || c.ReorderFlushes == 0) {
+		if tc.name == "as built in" && c.MmWaveEdges == 0 {
+			t.Fatalf("%s: no mmWave edge: %+v", tc.name, c)
+		}
+		if tc.name == "holes and harq" && (c.HolesPlanned == 0 || c.HARQRetx == 0 || c.ReorderFlushes == 0) {
 			t.Fatalf("%s: no holes or retransmissions: %+v", tc.name, c)
 		}
 		if got != tc.want {

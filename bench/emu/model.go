@@ -110,6 +110,12 @@ type Config struct {
 	// with the queue kept in the same cell and no planned flush hole;
 	// off, their events are published as signalling only.
 	AnchorPause bool
+	// MmWaveEdge, when set, lowers an mmWave cell's capacity by the
+	// profile in the span before each handover from it down to sub-6 or
+	// LTE (clipped at the start of the cell's dwell): the cell at its edge
+	// (MeasuredMmWaveEdge, edge.go). A replay with a capacity log leaves
+	// it nil: the log has the edge already.
+	MmWaveEdge *EdgeProfile
 
 	Schedule Schedule
 	Duration time.Duration // informational: the run's length
@@ -176,6 +182,7 @@ type Counters struct {
 	OverflowFromMmWave int64
 	ReplayedEvents     int64 // logged signalling events replayed as they are (Schedule.Replay)
 	AnchorPauses       int64 // pauses of the link at commands that keep the data cell (Schedule.Pauses)
+	MmWaveEdges        int64 // mmWave → sub-6 handovers whose source cell's capacity fell before them (Config.MmWaveEdge)
 	Reports            int64
 	FalseAlarms        int64
 	Handovers          [2][2]int64 // [from mmWave][to mmWave]: [0][0] sub-6→sub-6, [0][1] sub-6→mmWave, ...
@@ -242,6 +249,8 @@ type hoPlan struct {
 	// the records and counters, drops after it stay with the handover
 	// before.
 	keep bool
+	// edge: the source cell's capacity fell before it (Config.MmWaveEdge)
+	edge bool
 }
 
 type window struct{ from, to time.Duration }
@@ -347,6 +356,11 @@ func New(cfg Config, start time.Time, seed uint64) (*Model, error) {
 	}
 	if err := cfg.Lead.validate("handover.report_lead"); err != nil {
 		return nil, err
+	}
+	if cfg.MmWaveEdge != nil {
+		if err := cfg.MmWaveEdge.validate("mmwave_edge"); err != nil {
+			return nil, err
+		}
 	}
 	m := &Model{
 		cfg:     cfg,
@@ -468,6 +482,10 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 	hos = m.mergePauses(hos, sc.Pauses)
 	serving := m.serving
 	var prevRA time.Duration = -1
+	// the mmWave edges: per source cell, the commands that leave it for
+	// sub-6 and when its dwell began
+	var dwellFrom time.Duration
+	edgeEnds, edgeStarts := map[int][]time.Duration{}, map[int][]time.Duration{}
 	type change struct {
 		t    time.Duration
 		cell int
@@ -575,7 +593,20 @@ func (m *Model) plan(sc Schedule, scale float64) error {
 		// provokes, Finding 2) waits in its buffer for the target.
 		m.windows = append(m.windows, window{p.cmd, p.ra})
 		changes = append(changes, change{p.cmd, to})
+		if !keep {
+			if from == signaling.CellMmWave && toT != signaling.CellMmWave && m.cfg.MmWaveEdge != nil {
+				edgeEnds[serving] = append(edgeEnds[serving], p.cmd)
+				edgeStarts[serving] = append(edgeStarts[serving], dwellFrom)
+				m.plans[k].edge = true
+			}
+			dwellFrom = p.ra
+		}
 		serving, prevRA = to, p.ra
+	}
+	if m.cfg.MmWaveEdge != nil {
+		for c, ends := range edgeEnds {
+			m.cells[c].Capacity = newEdged(m.cells[c].Capacity, *m.cfg.MmWaveEdge, ends, edgeStarts[c])
+		}
 	}
 	servingAt := func(t time.Duration) int {
 		i := sort.Search(len(changes), func(i int) bool { return changes[i].t > t })
@@ -1077,6 +1108,9 @@ func (m *Model) control(c *ctrl, at, t time.Duration, out *[]Delivery, ev *[]sig
 // whose buffer tail-drops the excess (Finding 3). The downlink is served
 // again only after random access to the target.
 func (m *Model) command(p *hoPlan, at, t time.Duration, out *[]Delivery) {
+	if p.edge {
+		m.c.MmWaveEdges++
+	}
 	if !p.keep {
 		m.c.Handovers[b2i(m.cells[p.from].Type == signaling.CellMmWave)][b2i(m.cells[p.to].Type == signaling.CellMmWave)]++
 	}

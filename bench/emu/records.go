@@ -197,7 +197,10 @@ type Summary struct {
 	Handovers        int64   `json:"handovers"`
 	// AnchorPauses are the link's pauses at commands that keep the data
 	// cell (LTE anchor handovers; not in Handovers).
-	AnchorPauses    int64 `json:"anchor_pauses"`
+	AnchorPauses int64 `json:"anchor_pauses"`
+	// MmWaveEdges are the mmWave → sub-6 handovers whose source cell's
+	// capacity fell by the edge profile before them (mmwave_edge).
+	MmWaveEdges     int64 `json:"mmwave_edges"`
 	DupAcksUp       int64 `json:"dup_acks_up"`
 	EventsPublished int64 `json:"events_published"`
 	EventsDropped   int64 `json:"events_dropped"`

@@ -161,7 +161,12 @@ type scenarioFile struct {
 	// into a trace drawn from MeasuredVariability of the cell's type;
 	// "none" or empty keeps it constant.
 	CapacityVariation string `yaml:"capacity_variation"`
-	Uplink            struct {
+	// MmWaveEdge: "measured" lowers an mmWave cell's capacity in the 5 s
+	// before each handover from it down to sub-6 as the measured cells
+	// fell (MeasuredMmWaveEdge; not for a replay with a capacity log,
+	// which has its own); "none" or empty leaves the capacity alone.
+	MmWaveEdge string `yaml:"mmwave_edge"`
+	Uplink     struct {
 		Mbps   float64  `yaml:"mbps"`
 		Buffer ByteSize `yaml:"buffer"`
 	} `yaml:"uplink"`
@@ -466,6 +471,14 @@ func parseScenario(src, base string, data []byte, opts LoadOptions) (*Scenario, 
 	case "", "none", "measured":
 	default:
 		return nil, fmt.Errorf("capacity_variation: %q is not measured or none", f.CapacityVariation)
+	}
+	switch f.MmWaveEdge {
+	case "", "none":
+	case "measured":
+		e := MeasuredMmWaveEdge
+		cfg.MmWaveEdge = &e
+	default:
+		return nil, fmt.Errorf("mmwave_edge: %q is not measured or none", f.MmWaveEdge)
 	}
 	switch f.Errors.HARQBy {
 	case "", "random":
@@ -772,8 +785,10 @@ func (l *loader) drive(xcal, align, capacity, replay string, maxLead time.Durati
 		d.Capacity = capPath
 		since, d.Alignment = AlignDrive(evs, ip)
 		// The capacity log is what the serving cell delivered at each
-		// moment, whichever it was: every cell of the drive takes it.
+		// moment, whichever it was: every cell of the drive takes it,
+		// and it has the mmWave edges already.
 		cfg.DefaultCapacity = nil
+		cfg.MmWaveEdge = nil
 		buf := map[signaling.CellType]int64{signaling.CellSub6: MeasuredBufferSub6, signaling.CellMmWave: MeasuredBufferMmWave}
 		if cfg.CellDefaults == nil {
 			cfg.CellDefaults = map[signaling.CellType]CellSpec{}

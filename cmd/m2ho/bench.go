@@ -27,6 +27,7 @@ func newBenchCmd(g *globalFlags) *cobra.Command {
 		defs        []string
 		reanalyze   string
 		anchorPause bool
+		mmWaveEdge  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
@@ -83,6 +84,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 			}
 			cfg.Variants = vs
 			cfg.NoAnchorPause = !anchorPause
+			cfg.NoMmWaveEdge = !mmWaveEdge
 			cfg.Log = log
 			cfg.Progress = os.Stderr
 			cfg.CommandLine = "m2ho " + strings.Join(os.Args[1:], " ")
@@ -140,6 +142,7 @@ side), up to N times; the attempts set aside stay in OUT/runs-retried.`,
 	f.StringVar(&cfg.Capacity, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log, the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
 	f.StringVar(&cfg.DataDir, "data-dir", "", "shared data directory for scenarios built from measurements")
 	f.Float64Var(&cfg.LateThreshold, "late-threshold", 0, "emulator: percent of late deliveries that make a run invalid (0: its default)")
+	f.BoolVar(&mmWaveEdge, "mmwave-edge", true, "emulator: lower an mmWave cell's capacity in the 5 s before each handover from it down to sub-6, as the measured cells fell (the scenario's mmwave_edge: mixed-drive and measured have it; a replay with --capacity has its own); false leaves the capacity alone, as before 2026-12-07 session 31")
 	f.BoolVar(&anchorPause, "anchor-pause", true, "emulator: pause the link at LTE anchor handovers that keep the NR cell (command to random access, the queue kept; TS 37.340 10.7); false replays them as signalling only, as before 2026-12-06")
 	f.StringVar(&cfg.SeedDB, "seed-db", "", "start every run's proxy from this s_max database file (m2ho run --smax-db's form), the same for every variant: what a phone learned before this drive, e.g. the answer rates m2ho replay --learn-answers learned from other drives' logs (default: every run starts empty)")
 	f.IntVar(&cfg.RetryInvalid, "retry-invalid", 0, "make a repetition again, all its variants with the same seed, when one of its runs is invalid (the emulator could not keep up), at most N times; the attempts set aside are kept in OUT/runs-retried and listed in the summary")

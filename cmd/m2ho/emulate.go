@@ -37,6 +37,8 @@ type emulateFlags struct {
 	xcal, capLog  string
 	// anchorPause, when set, overrides the scenario's handover.anchor_pause.
 	anchorPause *bool
+	// noMmWaveEdge turns off the scenario's mmwave_edge.
+	noMmWaveEdge bool
 }
 
 // newEmulateCmd is `m2ho emulate`: the real-time driver of the link model
@@ -44,7 +46,7 @@ type emulateFlags struct {
 func newEmulateCmd(g *globalFlags) *cobra.Command {
 	f := emulateFlags{scenario: "mixed-drive", scale: 1, out: "emulate-out", tun: "emu0", tunOffload: "auto",
 		ueIf: "emu-in", netIf: "emu-out", lateThreshold: 1, rtPriority: 20}
-	var anchorPause bool
+	var anchorPause, mmWaveEdge bool
 	cmd := &cobra.Command{
 		Use:   "emulate [flags]",
 		Short: "Emulate a 5G link with handovers on a TUN device (run inside the emulator's namespace)",
@@ -96,6 +98,13 @@ commercial sub-6 n77 / mmWave n261 network):
     link pauses from the command to the logged random access, the queue
     kept in the same cell. Not a handover in the outputs (emulator.json
     anchor_pauses). --anchor-pause=false replays them as signalling only.
+  - The mmWave edge (mmwave_edge: measured, in mixed-drive and measured): a
+    handover from mmWave down to sub-6 is the network's answer to the
+    mmWave link failing, so in the 5 s before it the source cell's capacity
+    falls as the measured cells' did (to ~10 % of its mean in the last
+    2.5 s; bench/emu/CALIBRATION.md). emulator.json mmwave_edges counts
+    them; --mmwave-edge=false leaves the capacity alone. A replay with
+    --capacity has the log's own.
 
 Every event is written to <out>/events.jsonl and, when --signal-socket is
 set, to the proxy's signalling socket at the moment it happens (a bounded
@@ -123,7 +132,8 @@ Outputs in --out (the bench reads them):
                    reorder_flushes, flushed_holes, false_alarms, handovers,
                    dup_acks_up (duplicate ACKs the server received),
                    events_published, events_dropped (not sent to the socket),
-                   anchor_pauses (link pauses at anchor handovers)
+                   anchor_pauses (link pauses at anchor handovers),
+                   mmwave_edges (mmWave -> sub-6 handovers with the edge)
   mm-down.log, mm-up.log   mahimahi mm-link logs (mm-throughput-graph reads them)
 
 Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YAML path
@@ -141,6 +151,7 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 			if cmd.Flags().Changed("anchor-pause") {
 				f.anchorPause = &anchorPause
 			}
+			f.noMmWaveEdge = !mmWaveEdge
 			return runEmulate(cmd.Context(), f, log)
 		},
 	}
@@ -160,6 +171,7 @@ Built-in scenarios: ` + strings.Join(emu.BuiltinNames(), ", ") + `; or give a YA
 	fl.IntVar(&f.rtPriority, "rt-priority", f.rtPriority, "run every emulator thread SCHED_FIFO at this priority (1-99) so a busy machine does not delay deliveries; 0: normal scheduling")
 	fl.StringVar(&f.xcal, "xcal", "", "replay this XCAL export (a real drive) instead of the scenario's schedule: every report, command and random access at its logged time")
 	fl.StringVar(&f.capLog, "capacity", "", "with --xcal: the drive's iperf3 -J UDP log as the capacity of every cell (aligned by timestamps when they overlap, else from both starts); without it the cells take the scenario's per-type capacities")
+	fl.BoolVar(&mmWaveEdge, "mmwave-edge", true, "lower an mmWave cell's capacity in the 5 s before each handover from it down to sub-6 as the scenario's mmwave_edge says (false: never)")
 	fl.BoolVar(&anchorPause, "anchor-pause", true, "pause the link at LTE anchor handovers that keep the NR cell, from the command to the random access (false: replay them as signalling only); default: the scenario's handover.anchor_pause, true")
 	fl.StringVar(&f.dataDir, "data-dir", "", "shared data directory for scenarios that read ../shared/data (default $M2HO_SHARED_DATA, else <repo>/../shared/data)")
 	return cmd
@@ -202,6 +214,9 @@ func loadScenario(f emulateFlags, log *zap.Logger) (*emu.Scenario, error) {
 	}
 	if f.anchorPause != nil {
 		s.Config.AnchorPause = *f.anchorPause
+	}
+	if f.noMmWaveEdge {
+		s.Config.MmWaveEdge = nil
 	}
 	return s.Scaled(f.scale), nil
 }

@@ -76,7 +76,7 @@ func TestWriteOutputs(t *testing.T) {
 	}
 	keys := []string{"scenario", "scale", "start_unix_ns", "duration_s", "valid", "late_pct", "max_late_ms", "delivered_packets",
 		"overflow_drops", "reorder_flushes", "flushed_holes", "false_alarms", "handovers", "dup_acks_up", "events_published", "events_dropped",
-		"overflow_handovers", "handovers_from_mmwave", "overflow_handovers_from_mmwave", "flush_holes_p", "harq_fraction", "anchor_pauses"} // drive: only for a replayed drive
+		"overflow_handovers", "handovers_from_mmwave", "overflow_handovers_from_mmwave", "flush_holes_p", "harq_fraction", "anchor_pauses", "mmwave_edges"} // drive: only for a replayed drive
 	if len(raw) != len(keys) {
 		t.Errorf("emulator.json has %d keys, want %d: %v", len(raw), len(keys), raw)
 	}
