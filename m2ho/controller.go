@@ -220,6 +220,12 @@ type Config struct {
 	// Off: every prediction clamps (§4.3). The rates are learned either
 	// way.
 	AnswerRates Toggle
+	// MmWaveA2Hold: an NR A2 from an mmWave data cell keeps its
+	// prediction, and its clamp, live at least this long
+	// (DefaultMmWaveA2Hold when 0; negative: only its kind's deadline):
+	// the mmWave cell at its edge drains its queue before the handover
+	// down to sub-6 forwards it (see DefaultMmWaveA2Hold).
+	MmWaveA2Hold time.Duration
 	// Eqn2Trace, when set, is called with every window Eqn 2 computes
 	// (in the sub-6 dwell and on the ramp), for diagnostics (m2ho run
 	// --eqn2-log). Like Observer it is called synchronously from
@@ -502,6 +508,12 @@ func New(cfg Config) *Controller {
 	}
 	pred := NewPredictor(cfg.Rules, cfg.DefaultT2)
 	pred.SetAnswerBook(cfg.SMaxDB)
+	switch {
+	case cfg.MmWaveA2Hold == 0:
+		pred.SetMmWaveA2Hold(DefaultMmWaveA2Hold)
+	case cfg.MmWaveA2Hold > 0:
+		pred.SetMmWaveA2Hold(cfg.MmWaveA2Hold)
+	}
 	return &Controller{
 		cfg:         cfg,
 		answerRates: cfg.AnswerRates.on(true),

@@ -1136,3 +1136,39 @@ func TestAnchorKeepsDataCell(t *testing.T) {
 		})
 	}
 }
+
+// Config.MmWaveA2Hold: by default an A2 on the mmWave data cell keeps the
+// clamp to the sub-6 target's ŝ_max until the handover down to sub-6
+// (here 1.5 s later, as on the February 2023 drives), so the mmWave
+// cell's queue drains before the command forwards it; off, the A2's
+// prediction times out at its kind's deadline and the flows go back to
+// Stable a second before the command.
+func TestMmWaveA2HoldKeepsTheClamp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		hold time.Duration
+		at   State // 1.4 s after the A2
+	}{{"default", 0, Preparation}, {"off", -1, Stable}} {
+		t.Run(tc.name, func(t *testing.T) {
+			fx := newFixture(t, func(c *Config) { c.MmWaveA2Hold = tc.hold })
+			f := attach(fx, 0)
+			fx.ev(0, command(signaling.HOSNAddition, mmw, "M"))
+			fx.ev(30, raEv(signaling.RASuccess, signaling.RAHandover))
+			fx.ev(40, &signaling.Event{Kind: signaling.KindMACSlot, Serving: cell(mmw, "M")})
+			fx.ev(500, &signaling.Event{Kind: signaling.KindMACSlot, Serving: cell(mmw, "M")}) // Smoothing ended at its bound
+			fx.want(Stable)
+			fx.ev(1000, report(signaling.MeasA2, mmw, unk, ""))
+			fx.want(Preparation)
+			clamp := fx.pkt(1001, f, upACK(1, 65535, 7))
+			if clamp.Action != Rewrite || clamp.Reason != ReasonPreparation {
+				t.Fatalf("A2 on mmWave: verdict %+v, want the clamp", clamp)
+			}
+			fx.c.Tick(at(2400))
+			fx.want(tc.at)
+			v := fx.pkt(2401, f, upACK(1, 65535, 7))
+			if (v == clamp) != (tc.at == Preparation) {
+				t.Fatalf("1.4 s after the A2 (%v): verdict %+v, the clamp was %+v", tc.at, v, clamp)
+			}
+		})
+	}
+}

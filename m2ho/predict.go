@@ -211,6 +211,9 @@ type Predictor struct {
 	target  signaling.Cell
 
 	st streamState // Streams only
+	// a2Hold: an NR A2 from an mmWave data cell keeps its stream live at
+	// least this long (SetMmWaveA2Hold; 0: its kind's deadline alone).
+	a2Hold time.Duration
 }
 
 // NewPredictor returns a predictor with the given rules (Algorithm1 when

@@ -136,6 +136,28 @@ const (
 	maxAnswer   = 1500 * time.Millisecond
 )
 
+// DefaultMmWaveA2Hold is how long an NR A2 from an mmWave data cell keeps
+// its prediction live at least (Predictor.SetMmWaveA2Hold): an A2 on
+// mmWave says the mmWave link is at its edge, and the network's answer
+// may be an SCG release at once (SIGCOMM'22: SCG release p50 60 ms, but
+// p90 985 ms) or, as on every mmWave A2 of the February 2023 drives, the
+// SCG lost and a sub-6 cell added after an LTE B1 1.43-2.1 s later
+// (bench/emu/CALIBRATION.md). Meanwhile the mmWave cell carries a tenth
+// of its rate (the measured edge, 0.06-0.12 of its mean in the last
+// 2.5 s before the command) while a window of mmWave size queues in its
+// buffer and is forwarded, at the command, into a sub-6 buffer that
+// cannot hold it. With the release kind's deadline alone (0.5 s) the
+// clamp was lifted a second before the B1, whose 60 ms lead then came
+// too late to drain that queue. 2.5 s covers the drives' A2 → command
+// times; an A1 on the A2's cell (the link recovered) still withdraws it.
+const DefaultMmWaveA2Hold = 2500 * time.Millisecond
+
+// SetMmWaveA2Hold sets how long an NR A2 from an mmWave data cell keeps
+// its stream live at least (DefaultMmWaveA2Hold; 0: its kind's learned
+// deadline alone, as a network that releases at once). The classic rule
+// sets ignore it.
+func (p *Predictor) SetMmWaveA2Hold(d time.Duration) { p.a2Hold = max(d, 0) }
+
 // maxStreams bounds the live streams (a UE has a handful of measIds);
 // past it the stream closest to its deadline is replaced.
 const maxStreams = 8
@@ -400,6 +422,9 @@ func (p *Predictor) reportStreams(now time.Time, rs signaling.CellType, ev *sign
 	// (reportInterval with a quarter's slack) if that is later than the
 	// answer time: a re-send is the same prediction.
 	margin := max(p.st.ans[kind].margin(), min(s.interval+s.interval/4, maxAnswer))
+	if ev.Meas == signaling.MeasA2 && !lte && s.src == signaling.CellMmWave {
+		margin = max(margin, p.a2Hold)
+	}
 	s.last, s.dl, s.typ, s.target = now, now.Add(margin), typ, target
 	p.st.latest = i
 	p.predTyp, p.target = typ, target

@@ -351,3 +351,65 @@ func TestStreamsReports(t *testing.T) {
 		t.Fatalf("Algorithm1: %v reports %v", o.Kind, o.Reports)
 	}
 }
+
+// An NR A2 from an mmWave data cell holds its prediction for
+// SetMmWaveA2Hold (the mmWave cell at its edge: on the February 2023
+// drives the LTE B1 and the sub-6 addition came 1.4-2.1 s after it), so
+// the episode is still live at the B1 and confirmed by the addition. The
+// hold does not outlive itself, an A1 on the A2's cell still withdraws it,
+// an A2 from a sub-6 cell is not held, and without the hold the A2 times
+// out at its kind's deadline (0.5 s) as before.
+func TestStreamsMmWaveA2Hold(t *testing.T) {
+	const hold = 2500 * time.Millisecond
+	cmdAdd := &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOSNAddition, Target: cS1}
+	newP := func(h time.Duration) *Predictor {
+		p := NewPredictor(Streams, 0)
+		p.SetMmWaveA2Hold(h)
+		// the data on mmWave cell 500
+		p.OnEvent(at(0), &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOSNAddition, Target: cMM1})
+		return p
+	}
+
+	p := newP(hold)
+	if o := p.OnEvent(at(1000), nrReport(signaling.MeasA2, cMM1, signaling.Cell{})); o.Kind != OutcomePredicted {
+		t.Fatalf("A2 on mmWave: %v", o.Kind)
+	}
+	if o := p.Tick(at(1000 + 1400)); o.Kind != OutcomeNone {
+		t.Fatalf("held A2 at 1.4 s: %v %v, want still live", o.Kind, o.Reason)
+	}
+	p.OnEvent(at(1000+1450), lteReport(signaling.MeasB1, cS1))
+	if o := p.OnEvent(at(1000+1510), cmdAdd); o.Kind != OutcomeConfirmed || o.Reports != ReportsNRA2|ReportsLTEB1 || o.PredictedAt != at(1000) {
+		t.Fatalf("addition after the held A2: %v reports %v predicted at %v", o.Kind, o.Reports, o.PredictedAt)
+	}
+
+	p = newP(hold)
+	p.OnEvent(at(1000), nrReport(signaling.MeasA2, cMM1, signaling.Cell{}))
+	if o := p.Tick(at(1000 + 2499)); o.Kind != OutcomeNone {
+		t.Fatalf("held A2 just before its hold ends: %v", o.Kind)
+	}
+	if o := p.Tick(at(1000 + 2500)); o.Kind != OutcomeWithdrawn || o.Reason != WithdrawTimeout {
+		t.Fatalf("held A2 at its hold's end: %v %v, want withdrawn by timeout", o.Kind, o.Reason)
+	}
+
+	p = newP(hold)
+	p.OnEvent(at(1000), nrReport(signaling.MeasA2, cMM1, signaling.Cell{}))
+	if o := p.OnEvent(at(1300), nrReport(signaling.MeasA1, cMM1, signaling.Cell{})); o.Kind != OutcomeWithdrawn || o.Reason != WithdrawA1 {
+		t.Fatalf("A1 on the held A2's cell: %v %v, want withdrawn", o.Kind, o.Reason)
+	}
+
+	for _, tc := range []struct {
+		name string
+		hold time.Duration
+		data signaling.Cell
+	}{{"no hold", 0, cMM1}, {"A2 from sub-6", hold, cS2}} {
+		p := NewPredictor(Streams, 0)
+		p.SetMmWaveA2Hold(tc.hold)
+		p.OnEvent(at(0), &signaling.Event{Kind: signaling.KindHOCommand, HO: signaling.HOSNAddition, Target: tc.data})
+		if o := p.OnEvent(at(1000), nrReport(signaling.MeasA2, tc.data, signaling.Cell{})); o.Kind != OutcomePredicted {
+			t.Fatalf("%s: A2: %v", tc.name, o.Kind)
+		}
+		if o := p.Tick(at(1000 + 1400)); o.Kind != OutcomeWithdrawn || o.Reason != WithdrawTimeout {
+			t.Fatalf("%s: A2 at 1.4 s: %v %v, want withdrawn by its kind's deadline", tc.name, o.Kind, o.Reason)
+		}
+	}
+}

@@ -192,6 +192,21 @@ func TestScenarioMmWaveEdge(t *testing.T) {
 			t.Errorf("%q: edge %v, want %v", tc.in, got, tc.want)
 		}
 	}
+	// A replay without a capacity log: the cells take the model's edge.
+	fake := func(string) ([]signaling.Event, error) {
+		d := time.Date(0, 1, 1, 22, 0, 0, 0, time.UTC)
+		return []signaling.Event{
+			{Time: d, Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "522", Type: signaling.CellMmWave}},
+			{Time: d.Add(9 * time.Second), Kind: signaling.KindHOCommand, Target: signaling.Cell{ID: "88", Type: signaling.CellSub6}},
+		}, nil
+	}
+	sc, err := Builtin("measured", LoadOptions{XCAL: fake, XCALPath: "drive.csv"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Config.MmWaveEdge == nil {
+		t.Error("measured, --xcal without --capacity: no mmWave edge")
+	}
 	for _, name := range []string{"mixed-drive"} {
 		sc, err := Builtin(name, LoadOptions{})
 		if err != nil {

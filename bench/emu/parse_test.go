@@ -344,6 +344,10 @@ func TestMeasuredScenario(t *testing.T) {
 	if !strings.HasSuffix(asked, "sample_link_layer_traces/bw-1-ho.csv") {
 		t.Fatalf("asked %q", asked)
 	}
+	// The capacity log has the mmWave edges of its drive: no model's on top.
+	if scn.Config.MmWaveEdge != nil {
+		t.Fatalf("a replay with a capacity log has the model's mmWave edge too: %+v", scn.Config.MmWaveEdge)
+	}
 	// Aligned by timestamps (the fake log starts 4.07 s into the UDP
 	// log), then refined against the capacity log's mmWave step.
 	dr := scn.Drive

@@ -67,6 +67,7 @@ type runConfig struct {
 	BurstDefault   bool          `yaml:"burst-vs-default"`
 	AnchorKeeps    bool          `yaml:"anchor-keeps-cell"`
 	AnswerRates    bool          `yaml:"answer-rates"`
+	MmWaveA2Hold   time.Duration `yaml:"mmwave-a2-hold"`
 	Predictor      string        `yaml:"predictor"`
 	// CPUProfile (a hidden flag, no YAML key) writes a pprof CPU profile
 	// of the whole run, for `make netbench`'s profile.
@@ -138,6 +139,7 @@ func defaultRunConfig() runConfig {
 		BurstDefault:       true,
 		AnchorKeeps:        true,
 		AnswerRates:        true,
+		MmWaveA2Hold:       m2ho.DefaultMmWaveA2Hold,
 		TunnelHints:        true,
 		TunnelReaderYield:  true,
 		TunnelRecvWait:     true,
@@ -243,6 +245,7 @@ Example (as root):
 	fs.BoolVar(&c.FirstQueue, "first-queue-vs-default", c.FirstQueue, "a cell's first buffer measure (queue from one-way delay) replaces the 64 KiB default only when it is at least 2/3 of it, as it must against any other estimate: a window held at the default queues no deeper, so a smaller first measure is the window's queue, not the buffer's (false: any first measure replaces the default)")
 	fs.BoolVar(&c.BurstDefault, "burst-vs-default", c.BurstDefault, "a cell's buffer estimate from MAC bursts (before a queue is measured there from one-way delay) stands for the cell, and for cells not known yet, only when above the 64 KiB default: a burst is only as large as its sender made it, and a flow's first round trips make bursts of tens of KB (false: any burst estimate counts)")
 	fs.BoolVar(&c.AnswerRates, "answer-rates", c.AnswerRates, "learn per kind of measurement report (lte-a3a5, nr-a3a5, lte-b1, nr-a2, by the data cell's type) how often the network answers it with a handover command before the report's deadline, keep it in --smax-db, and clamp nothing for a prediction resting only on kinds the network rarely answers in time (under 1 in 5, smoothed: four unanswered in a row with no answer); the command still clamps (false: every prediction clamps; the rates are learned either way)")
+	fs.DurationVar(&c.MmWaveA2Hold, "mmwave-a2-hold", c.MmWaveA2Hold, "an NR A2 on the mmWave data cell keeps its prediction, and the clamp to the sub-6 target's buffer estimate, at least this long, unless an A1 on that cell takes it back: the mmWave cell at its edge then drains its queue before a handover down to sub-6 forwards it into a smaller buffer (on the February 2023 drives the sub-6 cell came 1.4-2.1 s after the A2); 0: only the A2's own deadline (0.5 s, for a network that releases the mmWave cell at once)")
 	fs.BoolVar(&c.AnchorKeeps, "anchor-keeps-cell", c.AnchorKeeps, "an LTE anchor handover whose command keeps the NR data cell (NSA with the secondary leg kept) is not a handover of the data path: its prediction and its command, until random access, clamp to that cell's own s_max (the buffer the data stays in while the secondary node pauses it), then c_est and Eqn 2's window carry on: no restart, no duplicate-ACK smoothing (false: a handover to an NR cell of unknown buffer, with c_est restarted)")
 	fs.StringVar(&c.TunnelServer, "tunnel-server", c.TunnelServer, "host:port of the m2ho server for quic and quic+m2ho flows (required when a rule or --default-mode uses them)")
 	fs.StringVar(&c.TunnelServerName, "tunnel-server-name", c.TunnelServerName, "name in the tunnel server's certificate (default: the host of --tunnel-server)")
@@ -546,6 +549,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		MmWaveHorizontalClamp: toggle(c.MmWaveClamp),
 		AnchorKeepsCell:       toggle(c.AnchorKeeps),
 		AnswerRates:           toggle(c.AnswerRates),
+		MmWaveA2Hold:          a2Hold(c.MmWaveA2Hold),
 		Eqn2Trace:             eqn2Trace,
 		SMaxTrace:             smaxTrace,
 	})
@@ -786,4 +790,13 @@ func startCPUProfile(path string) (func(), error) {
 		return nil, fmt.Errorf("--cpu-profile: %w", err)
 	}
 	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// a2Hold maps --mmwave-a2-hold (0: off) to m2ho.Config.MmWaveA2Hold (0:
+// the default, negative: off).
+func a2Hold(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/m2ho/m2ho/m2ho"
 	"github.com/spf13/cobra"
 )
 
@@ -52,7 +53,7 @@ func TestPhoneYAMLLoads(t *testing.T) {
 		DefaultMode: "m2ho", MetricsAddr: "127.0.0.1:9477", SMaxDB: "/var/lib/m2ho/smax.json",
 		Estimator: "perrtt", SmoothingBound: 150 * time.Millisecond, Lambda: 2,
 		MaxFlows: 16384, FlowIdle: 2 * time.Minute, StableRate: true, Eqn2InFlight: true, Predictor: "streams", Eqn2Bound: "rate", RampQueue: 2.0 / 3, RampPairRate: true,
-		SlotPipe: true, SlotStart: true, OWDPathBase: true, MmWaveClamp: true, FirstQueue: true, BurstDefault: true, AnchorKeeps: true, AnswerRates: true,
+		SlotPipe: true, SlotStart: true, OWDPathBase: true, MmWaveClamp: true, FirstQueue: true, BurstDefault: true, AnchorKeeps: true, AnswerRates: true, MmWaveA2Hold: 2500 * time.Millisecond,
 		TunnelCA: "/etc/m2ho/pki/ca.crt", TunnelCert: "/etc/m2ho/pki/phone-1.crt", TunnelKey: "/etc/m2ho/pki/phone-1.key",
 		TunnelHints: true, TunnelHintRateWait: 150 * time.Millisecond, TunnelReaderYield: true, TunnelRecvWait: true, TunnelFullPackets: true,
 	}
@@ -198,5 +199,24 @@ func TestRunConfigCheck(t *testing.T) {
 	c.Estimator = defaultRunConfig().Estimator
 	if _, _, _, err := c.check(); err != nil {
 		t.Errorf("the default estimator %q is refused: %v", c.Estimator, err)
+	}
+}
+
+// --mmwave-a2-hold 0 turns the hold off; m2ho.Config reads 0 as its
+// default, so the flag's 0 must reach the controller as negative.
+func TestMmWaveA2HoldFlag(t *testing.T) {
+	for _, tc := range []struct {
+		flag, want time.Duration
+	}{{0, -1}, {-time.Second, -1}, {2500 * time.Millisecond, 2500 * time.Millisecond}, {time.Second, time.Second}} {
+		if got := a2Hold(tc.flag); got != tc.want {
+			t.Errorf("--mmwave-a2-hold %v: Config.MmWaveA2Hold %v, want %v", tc.flag, got, tc.want)
+		}
+	}
+	c, err := resolveRun(t, "--mmwave-a2-hold", "0s")
+	if err != nil || c.MmWaveA2Hold != 0 {
+		t.Fatalf("--mmwave-a2-hold 0s: %v, %v", c.MmWaveA2Hold, err)
+	}
+	if c := defaultRunConfig(); c.MmWaveA2Hold != m2ho.DefaultMmWaveA2Hold {
+		t.Errorf("default --mmwave-a2-hold %v, want %v", c.MmWaveA2Hold, m2ho.DefaultMmWaveA2Hold)
 	}
 }
