@@ -309,22 +309,10 @@ func TestFittedConstantsFromData(t *testing.T) {
 		t.Fatalf("maximum-likelihood fit: median %v sigma %.3f (%v); CALIBRATION.md says 54.1 ms, 0.770", mm, ms, err)
 	}
 	segs := map[signaling.CellType][][]float64{}
-	for i := 1; i <= 4; i++ {
-		logs, _ := filepath.Glob(filepath.Join(root, "202302", "16", "udp-bw-jitter-"+string(rune('0'+i))+"-*.log"))
-		f, err := os.Open(logs[0])
-		if err != nil {
-			t.Fatal(err)
-		}
-		ip, err := ParseIperf3UDP(logs[0], f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		evs := xcalEvents(t, filepath.Join(root, "202302", "16", "bw-"+string(rune('0'+i))+"-ho.csv"))
-		since, _ := AlignDrive(evs, ip)
+	for _, d := range udpDrives(t) {
 		// the mmWave edge is modelled on its own (MeasuredMmWaveEdge)
-		tl := NewServingTimeline(evs, since).WithoutEdges(MeasuredMmWaveEdge.Span())
-		for k, v := range TypeSegments(ip.Series, tl, 100*time.Millisecond) {
+		tl := d.Timeline.WithoutEdges(MeasuredMmWaveEdge.Span())
+		for k, v := range TypeSegments(d.Capacity, tl, 100*time.Millisecond) {
 			segs[k] = append(segs[k], v...)
 		}
 	}
