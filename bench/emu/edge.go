@@ -97,9 +97,6 @@ func (tl ServingTimeline) WithoutEdges(span time.Duration) ServingTimeline {
 		c.at = append(c.at, e.t)
 		c.types = append(c.types, e.typ)
 	}
-	if downs[0]-span <= 0 && tl.first == signaling.CellMmWave {
-		c.first = signaling.CellUnknown
-	}
 	return c
 }
 
