@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -468,7 +470,7 @@ func TestSynthesizeDwellByType(t *testing.T) {
 // per source type are the XCAL logs' (the clamps to [1 s, max] move the
 // means by a few per cent).
 func TestMixedDriveDwellsAsMeasured(t *testing.T) {
-	md, err := Builtin("mixed-drive", LoadOptions{Duration: 20000 * time.Second})
+	md, err := Builtin("mixed-drive", LoadOptions{Duration: 80000 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,6 +487,9 @@ func TestMixedDriveDwellsAsMeasured(t *testing.T) {
 	}{{signaling.CellSub6, MeasuredDwellSub6, MeasuredVerticalSub6}, {signaling.CellMmWave, MeasuredDwellMmWave, MeasuredVerticalMmWave}} {
 		if m := st.MeanDwell(c.t); math.Abs(float64(m-c.mean)) > 0.08*float64(c.mean) {
 			t.Errorf("%v: mean dwell %v, measured %v", c.t, m, c.mean)
+		}
+		if lo, min := DurationQuantile(st.VerticalDwells[c.t], 0), map[signaling.CellType]time.Duration{signaling.CellSub6: MeasuredVerticalMinDwellSub6, signaling.CellMmWave: MeasuredVerticalMinDwellMmWave}[c.t]; lo < min {
+			t.Errorf("%v: a vertical handover after a dwell of %v, under the measured minimum %v", c.t, lo, min)
 		}
 		if v := st.VerticalShare(c.t); math.Abs(v-c.vert) > 0.04 {
 			t.Errorf("%v: vertical share %.3f, measured %.3f", c.t, v, c.vert)
@@ -557,7 +562,7 @@ func TestUnansweredReportsFromData(t *testing.T) {
 // The mixed drive's false alarms are the measured kind: re-sent, then
 // silent (no A1), at the measured rate per dwell.
 func TestMixedDriveFalseAlarmsAsMeasured(t *testing.T) {
-	md, err := Builtin("mixed-drive", LoadOptions{Duration: 20000 * time.Second})
+	md, err := Builtin("mixed-drive", LoadOptions{Duration: 80000 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -573,5 +578,117 @@ func TestMixedDriveFalseAlarmsAsMeasured(t *testing.T) {
 	// dwells of 2 s or less carry none, so a little under the rate
 	if r := float64(len(fas)) / float64(len(md.Config.Schedule.Handovers)); r > MeasuredFalseAlarmRate*1.15 || r < MeasuredFalseAlarmRate*0.7 {
 		t.Errorf("false alarms per dwell %.3f, measured %.3f", r, MeasuredFalseAlarmRate)
+	}
+}
+
+// Vertical handovers in the logs end long dwells only: the recorded
+// minimum per source type is the shortest dwell a vertical handover ended,
+// and every dwell shorter than it ended in a horizontal handover.
+func TestMeasuredVerticalMinDwellFromData(t *testing.T) {
+	ds, _ := measuredDrives(t)
+	var st DwellStats
+	for _, s := range ds {
+		st.Add(s)
+	}
+	for _, c := range []struct {
+		typ      signaling.CellType
+		min      time.Duration
+		nv, nsht int
+	}{{signaling.CellSub6, MeasuredVerticalMinDwellSub6, 9, 12}, {signaling.CellMmWave, MeasuredVerticalMinDwellMmWave, 12, 9}} {
+		vs := st.VerticalDwells[c.typ]
+		lo := DurationQuantile(vs, 0)
+		short := 0
+		for _, d := range st.HorizontalDwells[c.typ] {
+			if d < lo {
+				short++
+			}
+		}
+		t.Logf("%v: %d vertical dwells %v-%v; %d horizontal dwells shorter", c.typ, len(vs), lo, DurationQuantile(vs, 1), short)
+		if len(vs) != c.nv || absDur(lo-c.min) > 5*time.Millisecond || short != c.nsht {
+			t.Errorf("%v: %d vertical dwells from %v, %d shorter horizontal ones; recorded %d from %v, %d", c.typ, len(vs), lo, short, c.nv, c.min, c.nsht)
+		}
+	}
+}
+
+// A dwell's survival is what its draws show, clamps included.
+func TestDistSurvival(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, d := range []Dist{
+		{Kind: "exponential", Mean: 9919 * time.Millisecond, Min: time.Second, Max: 29 * time.Second},
+		{Kind: "lognormal", Median: 3 * time.Second, Sigma: 0.8, Max: 20 * time.Second},
+		{Kind: "normal", Mean: 5 * time.Second, SD: 2 * time.Second, Min: 2 * time.Second},
+		{Kind: "uniform", Min: 2 * time.Second, Max: 8 * time.Second},
+		{Kind: "fixed", Mean: 4 * time.Second},
+	} {
+		const n = 200000
+		xs := make([]time.Duration, n)
+		for i := range xs {
+			xs[i] = d.Draw(r)
+		}
+		for _, x := range []time.Duration{500 * time.Millisecond, 2 * time.Second, 3740 * time.Millisecond, 4 * time.Second, 12 * time.Second, 30 * time.Second} {
+			k := 0
+			for _, v := range xs {
+				if v >= x {
+					k++
+				}
+			}
+			if got, want := d.survival(x), float64(k)/n; math.Abs(got-want) > 0.005 {
+				t.Errorf("%s: survival(%v) %.4f, draws %.4f", d.Kind, x, got, want)
+			}
+		}
+	}
+}
+
+// With a minimum dwell before a vertical handover, no vertical handover
+// ends a shorter dwell, and each type's vertical share still holds (the
+// longer dwells take it); the drive's dwells are the same draws.
+func TestSynthesizeVerticalMinDwell(t *testing.T) {
+	p := Synthetic{
+		DwellByType: map[string]Dist{
+			"sub6":   {Kind: "exponential", Mean: MeasuredDwellSub6, Min: time.Second, Max: 45 * time.Second},
+			"mmwave": {Kind: "exponential", Mean: MeasuredDwellMmWave, Min: time.Second, Max: 29 * time.Second}},
+		VerticalByType: map[string]float64{"sub6": MeasuredVerticalSub6, "mmwave": MeasuredVerticalMmWave},
+	}
+	typ := map[string]signaling.CellType{}
+	for _, r := range refs() {
+		typ[r.ID] = r.Type
+	}
+	stats := func(p Synthetic) DwellStats {
+		s, err := Synthesize(refs(), p, 400000*time.Second, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st DwellStats
+		st.Add(Schedule{StartType: typ[s.Start], Handovers: s.Handovers})
+		return st
+	}
+	off := stats(p)
+	p.VerticalMinDwellByType = map[string]time.Duration{"sub6": MeasuredVerticalMinDwellSub6, "mmwave": MeasuredVerticalMinDwellMmWave}
+	on := stats(p)
+	for _, c := range []struct {
+		typ  signaling.CellType
+		min  time.Duration
+		vert float64
+	}{{signaling.CellSub6, MeasuredVerticalMinDwellSub6, MeasuredVerticalSub6}, {signaling.CellMmWave, MeasuredVerticalMinDwellMmWave, MeasuredVerticalMmWave}} {
+		if lo := DurationQuantile(off.VerticalDwells[c.typ], 0); lo >= c.min {
+			t.Errorf("%v without the rule: shortest vertical dwell %v, want some under %v", c.typ, lo, c.min)
+		}
+		if lo := DurationQuantile(on.VerticalDwells[c.typ], 0); lo < c.min {
+			t.Errorf("%v: a vertical handover after %v, under the minimum %v", c.typ, lo, c.min)
+		}
+		if v := on.VerticalShare(c.typ); math.Abs(v-c.vert) > 0.01 {
+			t.Errorf("%v: vertical share %.3f with the rule, want %.3f", c.typ, v, c.vert)
+		}
+		t.Logf("%v: vertical share %.3f (off %.3f), %d vertical", c.typ, on.VerticalShare(c.typ), off.VerticalShare(c.typ), on.Vertical[c.typ])
+	}
+	for _, bad := range []map[string]time.Duration{
+		{"lte": time.Second},
+		{"mmwave": -time.Second},
+		{"mmwave": 30 * time.Second}, // above the type's 29 s maximum
+	} {
+		p.VerticalMinDwellByType = bad
+		if _, err := Synthesize(refs(), p, time.Hour, 1); err == nil || !strings.Contains(err.Error(), "vertical_min_dwell_by_type") {
+			t.Errorf("%v: error %v, want one naming vertical_min_dwell_by_type", bad, err)
+		}
 	}
 }

@@ -16,7 +16,10 @@ import (
 // (kind, time, serving cell, bytes).
 func goldenRun(t *testing.T, dur time.Duration, edit func(*Config)) (uint64, Counters) {
 	t.Helper()
-	scn, err := Builtin("mixed-drive", LoadOptions{})
+	// seed 2: its first minute has a handover each way between sub-6 and
+	// mmWave (seed 1's stays on sub-6 since vertical handovers end long
+	// dwells only).
+	scn, err := Builtin("mixed-drive", LoadOptions{Seed: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,17 +87,20 @@ func goldenRun(t *testing.T, dur time.Duration, edit func(*Config)) (uint64, Cou
 // seed does must change this hash on purpose, saying why. Changed once
 // since, on purpose: the built-in drive's sub-6 buffer went from 968 to
 // 1387 KB (the queue at the measured tail drops, CALIBRATION.md); the
-// model's code did not change.
+// model's code did not change. And once more: the drive's vertical
+// handovers end dwells of at least the measured minimum
+// (vertical_min_dwell_by_type), which left seed 1's first minute on
+// sub-6 alone; the test moved to seed 2.
 func TestGoldenMixedDrive(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		edit func(*Config)
 		want uint64
 	}{
-		{"as built in", nil, 0xaa715fc224194877},
-		{"no mmwave edge", func(c *Config) { c.MmWaveEdge = nil }, 0x4a082dddfc3fd536},
+		{"as built in", nil, 0x6a7beef6ce5da469},
+		{"no mmwave edge", func(c *Config) { c.MmWaveEdge = nil }, 0xce3a139aabff038a},
 		// every handover with a flush hole, and the per-packet HARQ model
-		{"holes and harq", func(c *Config) { c.FlushHoles, c.HARQFraction = 1, 0.02 }, 0xb3eeb1b1c184b6d1},
+		{"holes and harq", func(c *Config) { c.FlushHoles, c.HARQFraction = 1, 0.02 }, 0x19db430eb720b8b5},
 	} {
 		got, c := goldenRun(t, 60*time.Second, tc.edit)
 		if c.OverflowDrops == 0 || c.Delivered[Down] == 0 || totalHandovers(c) < 3 || c.Delivered[Up] == 0 {

@@ -162,6 +162,41 @@ func (d Dist) validate(field string) error {
 	return nil
 }
 
+// survival is the chance that a draw is at least x, clamping included.
+func (d Dist) survival(x time.Duration) float64 {
+	if x <= d.Min {
+		return 1
+	}
+	if d.Max > 0 && x > d.Max {
+		return 0
+	}
+	xf := float64(x)
+	switch d.Kind {
+	case "uniform":
+		return (float64(d.Max) - xf) / float64(d.Max-d.Min)
+	case "normal":
+		if d.SD == 0 {
+			return step(xf <= float64(d.Mean))
+		}
+		return 0.5 * math.Erfc((xf-float64(d.Mean))/(float64(d.SD)*math.Sqrt2))
+	case "exponential":
+		return math.Exp(-xf / float64(d.Mean))
+	case "lognormal":
+		if d.Sigma == 0 {
+			return step(xf <= float64(d.Median))
+		}
+		return 0.5 * math.Erfc(math.Log(xf/float64(d.Median))/(d.Sigma*math.Sqrt2))
+	}
+	return step(xf <= float64(d.Mean))
+}
+
+func step(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Draw returns one sample.
 func (d Dist) Draw(r *rand.Rand) time.Duration {
 	var v float64
@@ -201,6 +236,14 @@ type Synthetic struct {
 	// VerticalByType, when it has the source cell's type, replaces
 	// Vertical for handovers from a cell of that type.
 	VerticalByType map[string]float64 `yaml:"vertical_by_type"`
+	// VerticalMinDwellByType, when it has the source cell's type, keeps
+	// a handover after a shorter dwell on a cell of that type horizontal
+	// (the measured drives' short dwells are ping-pongs within a layer:
+	// MeasuredVerticalMinDwellSub6, MeasuredVerticalMinDwellMmWave); a
+	// longer dwell ends vertical with the type's vertical share divided by
+	// the chance of a dwell that long, so the share holds over a drive
+	// (capped at 1, when the share can't be held).
+	VerticalMinDwellByType map[string]time.Duration `yaml:"vertical_min_dwell_by_type"`
 	// FalseAlarms is the probability that a dwell contains one false alarm.
 	FalseAlarms float64 `yaml:"false_alarms"`
 	// FalseAlarmEnd is how a false alarm ends: "a1" (the default: an A1
@@ -222,6 +265,10 @@ type CellRef struct {
 	ID   string
 	Type signaling.CellType
 }
+
+// minGap is a synthetic dwell's floor: it keeps one handover's report
+// after the previous one's end.
+const minGap = time.Second
 
 // Synthesize generates a schedule over [0, duration) from a seeded RNG:
 // the same seed always gives the same schedule.
@@ -265,6 +312,27 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 			return Schedule{}, fmt.Errorf("synthetic.vertical_by_type.%s: %v is not a probability in [0,1]", k, v)
 		}
 		verticals[t.IsSub6()] = v
+	}
+	minVertical := map[bool]time.Duration{} // by IsSub6 of the source type
+	for _, k := range sortedKeys(p.VerticalMinDwellByType) {
+		t, ok := parseType(k)
+		if !ok || t == signaling.CellLTE {
+			return Schedule{}, fmt.Errorf("synthetic.vertical_min_dwell_by_type.%s: not sub6 or mmwave", k)
+		}
+		d := p.VerticalMinDwellByType[k]
+		if d < 0 {
+			return Schedule{}, fmt.Errorf("synthetic.vertical_min_dwell_by_type.%s: %v is negative", k, d)
+		}
+		sub6 := t.IsSub6()
+		minVertical[sub6] = d
+		long := 1.0 // every dwell is at least minGap
+		if d > minGap {
+			long = dwells[sub6].survival(d)
+		}
+		if long <= 0 {
+			return Schedule{}, fmt.Errorf("synthetic.vertical_min_dwell_by_type.%s: %v is above every dwell the type draws", k, d)
+		}
+		verticals[sub6] = min(1, verticals[sub6]/long)
 	}
 	if !(p.FalseAlarms >= 0 && p.FalseAlarms <= 1) {
 		return Schedule{}, fmt.Errorf("synthetic.false_alarms: %v is not a probability in [0,1]", p.FalseAlarms)
@@ -312,7 +380,6 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 	}
 	s := Schedule{Start: cells[cur].ID, StartType: cells[cur].Type}
 	t := time.Duration(0)
-	const minGap = time.Second // keeps one handover's report after the previous one's end
 	for {
 		dwell := dwells[cells[cur].Type.IsSub6()].Draw(r)
 		if dwell < minGap {
@@ -332,7 +399,12 @@ func Synthesize(cells []CellRef, p Synthetic, duration time.Duration, seed uint6
 		if t >= duration {
 			break
 		}
-		next := pickTarget(cells, cur, verticals[cells[cur].Type.IsSub6()], r)
+		sub6 := cells[cur].Type.IsSub6()
+		vertical := verticals[sub6]
+		if dwell < minVertical[sub6] {
+			vertical = 0 // a ping-pong within the layer
+		}
+		next := pickTarget(cells, cur, vertical, r)
 		if next < 0 {
 			continue
 		}
