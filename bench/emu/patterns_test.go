@@ -350,7 +350,7 @@ func TestStreamsPredictorOnReportPatterns(t *testing.T) {
 	for k, pat := range []string{PatternSingle, PatternMeasured} {
 		evs, _ := mixedDriveEvents(t, pat, dur, 3)
 		for _, rules := range []m2ho.Rules{m2ho.Streams, m2ho.Algorithm1} {
-			c := score.Run(evs, rules, m2ho.DefaultT2)
+			c := score.Run(evs, rules, m2ho.DefaultT2, 0)
 			if rules == m2ho.Streams {
 				res[k] = c
 			}

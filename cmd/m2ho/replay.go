@@ -24,6 +24,7 @@ type replayFlags struct {
 	json      bool
 	format    string
 	defaultT2 time.Duration
+	a2Hold    time.Duration
 	maxErrors int
 	list      string
 	learn     string
@@ -111,7 +112,10 @@ it, as a phone's would; a new one holds the rates alone. m2ho bench
 					return fmt.Errorf("--learn-answers: %w", err)
 				}
 			}
-			rep, failed := replay(args, format, f.defaultT2, cmd.ErrOrStderr(), f.maxErrors, f.list, book)
+			if f.a2Hold < 0 {
+				return fmt.Errorf("--mmwave-a2-hold %v: must be >= 0 (0: off)", f.a2Hold)
+			}
+			rep, failed := replay(args, format, f.defaultT2, f.a2Hold, cmd.ErrOrStderr(), f.maxErrors, f.list, book)
 			if book != nil {
 				if err := smaxfile.SaveDB(f.learn, book); err != nil {
 					return fmt.Errorf("--learn-answers: %w", err)
@@ -137,6 +141,7 @@ it, as a phone's would; a new one holds the rates alone. m2ho bench
 	cmd.Flags().DurationVar(&f.defaultT2, "t2", m2ho.DefaultT2, "report-to-command interval T2 assumed until one is measured")
 	cmd.Flags().IntVar(&f.maxErrors, "max-errors", 10, "malformed lines to print per file (all are counted)")
 	cmd.Flags().StringVar(&f.list, "list", "", "also list every handover and false alarm of this predictor per file")
+	cmd.Flags().DurationVar(&f.a2Hold, "mmwave-a2-hold", m2ho.DefaultMmWaveA2Hold, "an NR A2 on the mmWave data cell keeps the stream rule set's prediction at least this long, as m2ho run --mmwave-a2-hold does (use the same value, so that what --learn-answers learns is what run will see); 0: off")
 	cmd.Flags().StringVar(&f.learn, "learn-answers", "", "also learn how often the network answers each kind of report in time (streams) and store it in this ŝ_max database file, carrying on from what it holds")
 	return cmd
 }
@@ -221,7 +226,7 @@ func listOf(c *score.Counts) []listEntry {
 
 // replay scores every predictor on every file. Problems with a file are
 // written to errw as they are met; failed says whether any file had one.
-func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.Writer, maxErrors int, list string, book *m2ho.SMaxDB) (rep replayReport, failed bool) {
+func replay(paths []string, format signaling.Format, t2, a2Hold time.Duration, errw io.Writer, maxErrors int, list string, book *m2ho.SMaxDB) (rep replayReport, failed bool) {
 	pooled := make([]*score.Counts, len(score.Predictors))
 	distinct := make([]*score.Counts, len(score.Predictors))
 	for i := range pooled {
@@ -267,10 +272,10 @@ func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.W
 			}
 		}
 		if book != nil && fr.DuplicateOf == "" {
-			learnAnswers(events, t2, book)
+			learnAnswers(events, t2, a2Hold, book)
 		}
 		for i, p := range score.Predictors {
-			c := score.Run(events, p.Rules, t2)
+			c := score.Run(events, p.Rules, t2, a2Hold)
 			fr.Handovers = c.Handovers
 			fr.Predictors = append(fr.Predictors, c.Report(p.Name))
 			pooled[i].Add(c)
@@ -305,8 +310,9 @@ func replay(paths []string, format signaling.Format, t2 time.Duration, errw io.W
 // reader's reading of later evidence (a system-information read, a B1),
 // which a phone's own feed does not give, and what is learned is to act
 // on that feed (the bench replays the same, bench/emu.Recorded).
-func learnAnswers(events []signaling.Event, t2 time.Duration, book *m2ho.SMaxDB) {
+func learnAnswers(events []signaling.Event, t2, a2Hold time.Duration, book *m2ho.SMaxDB) {
 	p := m2ho.NewPredictor(m2ho.Streams, t2)
+	p.SetMmWaveA2Hold(a2Hold)
 	p.SetAnswerBook(book)
 	for i := range events {
 		if events[i].Inferred {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/m2ho/m2ho/m2ho"
+	"github.com/m2ho/m2ho/m2ho/score"
 	"github.com/m2ho/m2ho/m2ho/smaxfile"
 	"github.com/m2ho/m2ho/signaling"
 )
@@ -383,7 +384,10 @@ func TestReplayDistinctByContent(t *testing.T) {
 // later by an SN release that is logged (answered) or inferred (which a
 // phone's feed does not show: unanswered to the learner), then an SN
 // addition back to mmWave 2 s later.
-func a2Trace(n int, inferred bool) string {
+func a2Trace(n int, inferred bool) string { return a2TraceAfter(n, inferred, 150) }
+
+// a2TraceAfter is a2Trace with the release releaseMs after each A2.
+func a2TraceAfter(n int, inferred bool, releaseMs int) string {
 	var b strings.Builder
 	inf := ""
 	if inferred {
@@ -394,9 +398,9 @@ func a2Trace(n int, inferred bool) string {
 			return fmt.Sprintf("2026-01-15T09:%02d:%02d.%03dZ", i, ms/1000, ms%1000)
 		}
 		fmt.Fprintf(&b, `{"t":"%s","kind":"report","event":"A2","serving":{"id":"501","type":"mmwave","rsrp":-116}}`+"\n", t(0))
-		fmt.Fprintf(&b, `{"t":"%s","kind":"ho","ho":"sn-release","serving":{"id":"501","type":"mmwave"},"target":{"type":"lte"}%s}`+"\n", t(150), inf)
-		fmt.Fprintf(&b, `{"t":"%s","kind":"ho","ho":"sn-addition","serving":{"type":"lte"},"target":{"id":"501","type":"mmwave"}}`+"\n", t(2150))
-		fmt.Fprintf(&b, `{"t":"%s","kind":"ra","reason":"handover","result":"success"}`+"\n", t(2180))
+		fmt.Fprintf(&b, `{"t":"%s","kind":"ho","ho":"sn-release","serving":{"id":"501","type":"mmwave"},"target":{"type":"lte"}%s}`+"\n", t(releaseMs), inf)
+		fmt.Fprintf(&b, `{"t":"%s","kind":"ho","ho":"sn-addition","serving":{"type":"lte"},"target":{"id":"501","type":"mmwave"}}`+"\n", t(releaseMs+2000))
+		fmt.Fprintf(&b, `{"t":"%s","kind":"ra","reason":"handover","result":"success"}`+"\n", t(releaseMs+2030))
 	}
 	return b.String()
 }
@@ -428,7 +432,9 @@ func TestReplayLearnAnswers(t *testing.T) {
 		}
 		return m2ho.AnswerCount{}, false
 	}
-	out, errs, code := runCLI(t, "replay", "--learn-answers", db, unanswered)
+	// without the A2 hold: held, each A2 would still be live at the SN
+	// addition 2 s later, which ends it neither answered nor unanswered
+	out, errs, code := runCLI(t, "replay", "--mmwave-a2-hold", "0s", "--learn-answers", db, unanswered)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -453,5 +459,64 @@ func TestReplayLearnAnswers(t *testing.T) {
 	os.WriteFile(bad, []byte(`{"version":2}`), 0o644)
 	if _, errs, code := runCLI(t, "replay", "--learn-answers", bad, answered); code == 0 || !strings.Contains(errs, "--learn-answers") || !strings.Contains(errs, "version 2") {
 		t.Fatalf("bad database: exit %d, stderr %q", code, errs)
+	}
+}
+
+// replay learns and scores with the A2 hold m2ho run uses: an mmWave A2
+// the network answers 1.5 s later (as on the February 2023 drives) is
+// answered while held, so --learn-answers does not mark the kind rare
+// (which would make run --answer-rates skip the clamp the hold keeps);
+// with --mmwave-a2-hold 0 the A2's own deadline expires first.
+func TestReplayMmWaveA2Hold(t *testing.T) {
+	dir := t.TempDir()
+	trace := filepath.Join(dir, "late.jsonl")
+	if err := os.WriteFile(trace, []byte(a2TraceAfter(4, false, 1500)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	learn := func(args ...string) (m2ho.AnswerCount, replayReport) {
+		t.Helper()
+		db := filepath.Join(t.TempDir(), "db.json")
+		out, errs, code := runCLI(t, append(append([]string{"replay", "--json", "--learn-answers", db}, args...), trace)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errs)
+		}
+		var rep replayReport
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		got, err := smaxfile.Open(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range got.AnswerCounts() {
+			if c.Report == m2ho.ReportsNRA2 && c.Serving == signaling.CellMmWave {
+				return c, rep
+			}
+		}
+		t.Fatalf("%v: no mmWave A2 learned", args)
+		return m2ho.AnswerCount{}, rep
+	}
+	streams := func(rep replayReport) score.PredictorReport {
+		for _, p := range rep.Predictors {
+			if p.Name == "streams" {
+				return p
+			}
+		}
+		t.Fatal("no streams predictor in the report")
+		return score.PredictorReport{}
+	}
+	held, heldRep := learn()
+	off, offRep := learn("--mmwave-a2-hold", "0s")
+	if held.Answered < 3.5 || held.Unanswered != 0 || held.Rare {
+		t.Errorf("with the hold: %+v, want the 4 answered (decayed), none unanswered, not rare", held)
+	}
+	if off.Unanswered < 1 || off.Answered >= held.Answered {
+		t.Errorf("without the hold: %+v, want some unanswered and fewer answered than held (%+v)", off, held)
+	}
+	if h, o := streams(heldRep), streams(offRep); h.Predicted <= o.Predicted {
+		t.Errorf("streams predicted %d handovers with the hold, %d without: want more with it", h.Predicted, o.Predicted)
+	}
+	if _, errs, code := runCLI(t, "replay", "--mmwave-a2-hold", "-1s", trace); code != 2 || !strings.Contains(errs, "--mmwave-a2-hold") {
+		t.Errorf("negative hold: exit %d, stderr %q", code, errs)
 	}
 }

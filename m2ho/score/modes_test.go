@@ -219,14 +219,14 @@ func TestFailureModes(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := Run(tc.events, m2ho.Streams, 0)
+			s := Run(tc.events, m2ho.Streams, 0, 0)
 			if got := (want{}).of(s); got != tc.streams {
 				t.Errorf("streams: got %+v, want %+v", got, tc.streams)
 			}
 			if s.FalseAlarms() != s.Predictions-s.Predicted || s.FalseAlarms() != 0 {
 				t.Errorf("streams: false alarms %d, predictions %d, predicted %d", s.FalseAlarms(), s.Predictions, s.Predicted)
 			}
-			a := Run(tc.events, m2ho.Algorithm1, 0)
+			a := Run(tc.events, m2ho.Algorithm1, 0, 0)
 			if got := (want{}).of(a); got != tc.alg1 {
 				t.Errorf("alg1 (the mode's failure): got %+v, want %+v", got, tc.alg1)
 			}
@@ -245,7 +245,7 @@ func TestStreamDeadlineFollowsLastReport(t *testing.T) {
 	}
 	last := evs[len(evs)-1].Time
 	evs = append(evs, rep(20000, signaling.MeasPeriodic, signaling.CellLTE, none))
-	c := Run(evs, m2ho.Streams, 0)
+	c := Run(evs, m2ho.Streams, 0, 0)
 	if c.Predictions != 1 || c.WithdrawnTimeout != 1 {
 		t.Fatalf("predictions %d, timeouts %d, want 1 and 1", c.Predictions, c.WithdrawnTimeout)
 	}

@@ -123,9 +123,12 @@ func (c *Counts) Add(o *Counts) {
 
 // Run scores one predictor on one trace. Events must be in time order; the
 // timeout withdrawal is evaluated before each event, as the controller does.
-func Run(events []signaling.Event, rules m2ho.Rules, defaultT2 time.Duration) *Counts {
+// a2Hold is the stream rule set's hold of an mmWave A2
+// (Predictor.SetMmWaveA2Hold; 0: none), as `m2ho run` sets it.
+func Run(events []signaling.Event, rules m2ho.Rules, defaultT2, a2Hold time.Duration) *Counts {
 	c := NewCounts()
 	p := m2ho.NewPredictor(rules, defaultT2)
+	p.SetMmWaveA2Hold(a2Hold)
 	for i := range events {
 		ev := &events[i]
 		c.record(p.Tick(ev.Time), ev)

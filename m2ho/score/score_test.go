@@ -57,7 +57,7 @@ func trace() []signaling.Event {
 }
 
 func TestRunAlgorithm1(t *testing.T) {
-	c := Run(trace(), m2ho.Algorithm1, 0)
+	c := Run(trace(), m2ho.Algorithm1, 0, 0)
 	want := Counts{Handovers: 4, Predicted: 3, Predictions: 6, WithdrawnA1: 1, WithdrawnTimeout: 1, OpenAtEnd: 1}
 	if c.Handovers != want.Handovers || c.Predicted != want.Predicted || c.Predictions != want.Predictions ||
 		c.WithdrawnA1 != want.WithdrawnA1 || c.WithdrawnTimeout != want.WithdrawnTimeout || c.OpenAtEnd != want.OpenAtEnd {
@@ -89,7 +89,7 @@ func TestRunAlgorithm1(t *testing.T) {
 }
 
 func TestRunA3OnlyMissesVertical(t *testing.T) {
-	c := Run(trace(), m2ho.A3Only, 0)
+	c := Run(trace(), m2ho.A3Only, 0, 0)
 	// A3-only predicts at 1000 (confirmed), 5000 (A1), 9000 (timeout),
 	// 20000 (open) and misses the B1 and A2 handovers.
 	if c.Handovers != 4 || c.Predicted != 1 || c.Predictions != 4 {
@@ -102,8 +102,8 @@ func TestRunA3OnlyMissesVertical(t *testing.T) {
 }
 
 func TestPoolingKeepsEveryLead(t *testing.T) {
-	a := Run(trace(), m2ho.Algorithm1, 0)
-	b := Run(trace(), m2ho.Algorithm1, 0)
+	a := Run(trace(), m2ho.Algorithm1, 0, 0)
+	b := Run(trace(), m2ho.Algorithm1, 0, 0)
 	pooled := &Counts{ByType: map[signaling.HOType]*TypeCounts{}}
 	pooled.Add(a)
 	pooled.Add(b)
@@ -116,7 +116,7 @@ func TestPoolingKeepsEveryLead(t *testing.T) {
 }
 
 func TestUndefinedMetricsAreNull(t *testing.T) {
-	r := Run(nil, m2ho.Algorithm1, 0).Report("m2ho")
+	r := Run(nil, m2ho.Algorithm1, 0, 0).Report("m2ho")
 	b, err := json.Marshal(r)
 	if err != nil {
 		t.Fatal(err)
