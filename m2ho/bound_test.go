@@ -409,3 +409,82 @@ func TestEqn2InFlightBoundNeedsFullBuffer(t *testing.T) {
 		t.Errorf("on %.2f %% with %d drops, off %.2f %% with %d: the bound changed a dwell it must not touch", 100*onU, onD, 100*offU, offD)
 	}
 }
+
+// A cell not yet seen full takes its in-flight bound from a peer of its
+// type whose buffer was (InFlightPeers): the sub-6 dwells of
+// TestEqn2InFlightBound, with the cell's own measured ŝ_max three
+// quarters of the buffer and never seen full (a held window measures no
+// deeper), and another sub-6 cell seen full at 97 % of the same buffer.
+// With the peers the bound holds at the peer's buffer and keeps the
+// carried cwnd as the cell's own fullness would, at no more than 2
+// points of the capacity less; without them the cap alone overflows. A
+// peer's buffer under the cell's own measured queue gives way to that
+// queue.
+func TestInFlightBoundFromPeers(t *testing.T) {
+	const buf = 1_387_000
+	peer := buf * 97 / 100
+	type tally struct {
+		kept, dwells, drops, over int
+		util                      float64
+		bounds                    map[int]int
+	}
+	run := func(peers Toggle, own, peerFull int) tally {
+		r := tally{bounds: map[int]int{}}
+		for _, dur := range []time.Duration{8 * time.Second, 30 * time.Second} {
+			for _, mean := range []float64{150e6 / 8, 195e6 / 8} {
+				for seed := uint64(1); seed <= 6; seed++ {
+					dc := benchDwell(sub6Model(mean, dur, seed), BoundRate, 0, dur)
+					dc.buffer, dc.sMax, dc.measured, dc.senderClock, dc.peerFull, dc.peers = buf, own, true, true, peerFull, peers
+					dc.trace = func(_ time.Time, _ *Flow, s Eqn2Step) {
+						if s.Bound < math.Inf(1) {
+							r.bounds[int(math.Round(s.Bound))]++
+							if float64(s.Limit) > s.Bound {
+								r.over++
+							}
+						}
+					}
+					d := runDwell(t, dc)
+					if d.drops == 0 {
+						r.kept++
+					}
+					r.dwells++
+					r.drops += d.drops
+					r.util += d.util()
+				}
+			}
+		}
+		r.util /= float64(r.dwells)
+		return r
+	}
+	on, off := run(ToggleDefault, buf*3/4, peer), run(ToggleOff, buf*3/4, peer)
+	t.Logf("peers: cwnd kept in %d of %d dwells, %d drops, %.1f %% of the capacity; off: %d of %d, %d drops, %.1f %%",
+		on.kept, on.dwells, on.drops, 100*on.util, off.kept, off.dwells, off.drops, 100*off.util)
+	if len(off.bounds) > 0 || off.kept > off.dwells-3 {
+		t.Fatalf("without the peers the bound held (%v) or the cap kept the cwnd in %d of %d dwells: the case tests nothing", off.bounds, off.kept, off.dwells)
+	}
+	for b := range on.bounds {
+		if math.Abs(float64(b-peer)) > 2 {
+			t.Errorf("a bound of %d, want the peer's full buffer %d", b, peer)
+		}
+	}
+	if len(on.bounds) == 0 || on.over > 0 {
+		t.Errorf("with the peers: bounds %v, %d windows above the bound", on.bounds, on.over)
+	}
+	if on.kept < on.dwells-2 {
+		t.Errorf("with the peers the carried cwnd was kept in %d of %d dwells, want at least %d", on.kept, on.dwells, on.dwells-2)
+	}
+	if on.util < off.util-0.02 {
+		t.Errorf("the peers' bound cost %.1f points of the capacity (%.1f against %.1f %%), want at most 2", 100*(off.util-on.util), 100*on.util, 100*off.util)
+	}
+	// The cell's own measured queue deeper than the peer's buffer: the
+	// bound is the own queue (a floor of a buffer that is larger).
+	deeper := run(ToggleDefault, buf, peer/2)
+	if len(deeper.bounds) == 0 {
+		t.Errorf("own queue %d deeper than the peer's %d: no bound", buf, peer/2)
+	}
+	for b := range deeper.bounds {
+		if math.Abs(float64(b-buf)) > 2 {
+			t.Errorf("own queue %d deeper than the peer's %d: bound %d, want the own queue", buf, peer/2, b)
+		}
+	}
+}

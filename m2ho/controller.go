@@ -38,6 +38,11 @@
 //     delivery rate of the cell in the last second (Config.Eqn2Bound,
 //     envelope.go), so a capacity dip to any rate the cell showed lately
 //     queues at most ŝ_max; the return ramp keeps the last RTT's rate.
+//   - In the sub-6 dwell the flows together keep at most the cell's
+//     buffer in flight where it was seen full (eqn2InFlightBound), or,
+//     in a cell not yet seen full, the least buffer seen full among the
+//     cells of its type (inFlightBuffer, §4.3's estimate of an unknown
+//     cell from the known ones).
 //   - The return to mmWave after Eqn 2 does not release the window at
 //     once: the same bounded rwnd (the ramp) goes on with the mmWave
 //     cell's ŝ_max until the flow's sender shows a loss recovery, which
@@ -153,6 +158,12 @@ type Config struct {
 	// measured ŝ_max in flight while the pipe fits under it
 	// (eqn2InFlightBound); default on.
 	Eqn2InFlight Toggle
+	// InFlightPeers: in a sub-6 cell whose buffer was not seen full, the
+	// in-flight bound takes the least buffer seen full among the cells
+	// of its type (its own measured queue if deeper), as §4.3 estimates
+	// a cell it knows nothing of from the known ones (inFlightBuffer);
+	// default on. Off: the bound waits for the cell's own overflow.
+	InFlightPeers Toggle
 	// Eqn2Bound is the cap on Eqn 2's window in a sub-6 dwell: the
 	// cell's last per-RTT rate (BoundRate, the default) or the low
 	// envelope of its rates (BoundEnvelope).
@@ -315,6 +326,7 @@ type Controller struct {
 	cfg         Config
 	stableRate  bool
 	inFlight    bool // Config.Eqn2InFlight
+	peers       bool // Config.InFlightPeers
 	pairRamp    bool // Config.RampPairRate
 	slotPipe    bool // Config.SlotPipe
 	slotStart   bool // Config.SlotStart (and SlotPipe)
@@ -399,6 +411,10 @@ type Controller struct {
 	// serve (0: none), the level a loss is judged against with qMax.
 	cellFull, fullSaved bool
 	servingQ            int
+	// typeFull: the least ŝ_max among the cells of the serving cell's
+	// type whose buffer was seen full (SMaxDB.MinFull; 0: none), for
+	// the in-flight bound in a cell not seen full (inFlightBuffer).
+	typeFull int
 
 	// ramp keeps Eqn 2's bounded rwnd (stableRwnd, with the mmWave
 	// cell's ŝ_max as stableCap) after a handover into mmWave while Eqn 2
@@ -519,6 +535,7 @@ func New(cfg Config) *Controller {
 		answerRates: cfg.AnswerRates.on(true),
 		stableRate:  cfg.StableRate.on(true),
 		inFlight:    cfg.Eqn2InFlight.on(true),
+		peers:       cfg.InFlightPeers.on(true),
 		pairRamp:    cfg.RampPairRate.on(true),
 		slotPipe:    cfg.SlotPipe.on(true),
 		slotStart:   cfg.SlotPipe.on(true) && cfg.SlotStart.on(true),
@@ -1290,7 +1307,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			queue = max(queue, eqn2PipeQueue*inPipe)
 		}
 		capped, pace = inPipe+queue, queue
-		if c.inFlight && c.eqn2Armed && c.stableMeasured && c.cellFull {
+		if whole, ok := c.inFlightBuffer(); ok && c.inFlight && c.eqn2Armed {
 			// In flight at most the measured buffer where the pipe fits
 			// under it (eqn2InFlightBound), with a slack. The pipe is
 			// the cell's last rate (the envelope's r_low may be lower)
@@ -1305,7 +1322,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			// window, so a window held at the bound reads a pipe of
 			// the bound less what the RTT samples spread: the slack
 			// lets a faster cell out.
-			if whole := float64(c.stableCap) / measuredUse; whole > (1+eqn2BoundSlack)*boundPipe {
+			if whole > (1+eqn2BoundSlack)*boundPipe {
 				bound = whole
 			}
 		}
@@ -1459,6 +1476,36 @@ func (c *Controller) pairRate() float64 {
 // mmWave keeps the whole ŝ_max: its overflows are the sender's, ended by
 // letting it go (see ramp).
 const eqn2MeasuredQueue = 1.0 / 3
+
+// inFlightBuffer is the buffer the in-flight bound of the sub-6 dwell
+// holds the flows to (eqn2InFlightBound), and whether there is one: the
+// serving cell's measured ŝ_max where its buffer was seen full; else,
+// with InFlightPeers, the least buffer seen full among the cells of its
+// type, or the cell's own measured queue where deeper (a floor of its
+// buffer), as §4.3 estimates an unknown cell from the known ones.
+//
+// Why the peers: a cell's own fullness is learned from its own overflow,
+// and that overflow cuts the window Eqn 2 carries (the mixed drive,
+// 2026-12-07, 6 seeds × 300 s: the in-flight bound stood in 55 of the 58
+// sub-6 horizontal handovers under Eqn 2 without a drop after them; the
+// 3 with drops were 1.3-4.4 s into cells not yet seen full, the bound off
+// and 1.3-2.0 MB in flight on 1387 KB buffers, and each cut the window
+// carried from mmWave). A peer's full buffer is not a queue floor that a
+// held window kept small (TestEqn2InFlightBoundNeedsFullBuffer's case):
+// it is where one overflowed.
+func (c *Controller) inFlightBuffer() (float64, bool) {
+	var own float64
+	if c.stableMeasured {
+		own = float64(c.stableCap) / measuredUse
+	}
+	switch {
+	case c.stableMeasured && c.cellFull:
+		return own, true
+	case c.peers && !c.cellFull && c.typeFull > 0:
+		return max(float64(c.typeFull), own), true
+	}
+	return 0, false
+}
 
 // eqn2BoundSlack: the in-flight bound holds while the pipe is under
 // 1/(1+eqn2BoundSlack) of it (see eqn2InFlightBound).

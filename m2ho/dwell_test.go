@@ -57,6 +57,10 @@ type dwellCase struct {
 	// full: the cell's buffer was seen full before at the measured ŝ_max
 	// (SMaxDB.MarkFull), so the in-flight bound may hold.
 	full bool
+	// peerFull > 0: another sub-6 cell ("P") had its buffer seen full at
+	// this ŝ_max (SMaxDB.MarkFull); peers: Config.InFlightPeers.
+	peerFull int
+	peers    Toggle
 	// slot > 0: the cell reports its downlink slots of that length to
 	// the controller as MAC slot events, as the emulator does (RB share
 	// = bytes served / the slot's capacity; slots with bytes, and the
@@ -90,6 +94,15 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	)
 	db := NewSMaxDB()
 	db.SetBurstOverDefault(!dc.anyBurst)
+	if dc.peerFull > 0 {
+		// first: a cell's first measured queue is judged against what
+		// stands for it (SMaxDB.ObserveQueue)
+		db.SetFirstAgainstDefault(false)
+		if !db.ObserveQueue(cell(sub6, "P"), dc.peerFull) || !db.MarkFull(cell(sub6, "P")) {
+			t.Fatalf("peer P at %d not recorded full", dc.peerFull)
+		}
+		db.SetFirstAgainstDefault(true)
+	}
 	if dc.measured {
 		// A value learned earlier, as a file loads it: whatever its size
 		// against DefaultSMax (ObserveQueue's first-measure rule is for
@@ -103,7 +116,7 @@ func runDwell(t *testing.T, dc dwellCase) dwellResult {
 	} else {
 		db.Observe(cell(sub6, "C"), dc.sMax)
 	}
-	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight, SlotPipe: dc.slotPipe, SlotStart: dc.slotStart, OWDPathBase: dc.owdPath})
+	c := New(Config{SMaxDB: db, SignalLoss: time.Hour, Eqn2Bound: dc.bound, EnvelopeWindow: dc.envWindow, Eqn2Trace: dc.trace, Eqn2InFlight: dc.inFlight, InFlightPeers: dc.peers, SlotPipe: dc.slotPipe, SlotStart: dc.slotStart, OWDPathBase: dc.owdPath})
 	var f Flow
 	c.Attach(at(0), &f)
 	c.OnEvent(at(0), command(signaling.HOIntraNR, mmw, "M"))

@@ -446,6 +446,7 @@ func (c *Controller) setServing(s signaling.Cell) {
 		}
 		_, c.cellFull = c.cfg.SMaxDB.Full(s)
 		c.fullSaved = c.cellFull
+		c.typeFull, _ = c.cfg.SMaxDB.MinFull(s.Type)
 	}
 	c.serving = s
 }
@@ -474,6 +475,7 @@ func (c *Controller) flushQueue() {
 		// setServing set fullSaved; else it lacks the measured queue
 		// yet and the next flush tries again.
 		c.fullSaved = c.cfg.SMaxDB.MarkFull(c.serving)
+		c.typeFull, _ = c.cfg.SMaxDB.MinFull(c.serving.Type)
 	}
 }
 

@@ -387,6 +387,23 @@ func (db *SMaxDB) Full(c signaling.Cell) (int, bool) {
 	return db.cells[k], true
 }
 
+// MinFull is the least ŝ_max among the cells of type t whose buffer was
+// seen full (MarkFull), and whether there is one.
+func (db *SMaxDB) MinFull(t signaling.CellType) (int, bool) {
+	if db == nil {
+		return 0, false
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	m, found := 0, false
+	for k, full := range db.full {
+		if v := db.cells[k]; full && k.t == t && (!found || v < m) {
+			m, found = v, true
+		}
+	}
+	return m, found
+}
+
 // Get returns the recorded ŝ_max of exactly this cell.
 func (db *SMaxDB) Get(c signaling.Cell) (int, bool) {
 	if db == nil {

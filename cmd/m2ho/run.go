@@ -56,6 +56,7 @@ type runConfig struct {
 	FlowIdle       time.Duration `yaml:"flow-idle"`
 	StableRate     bool          `yaml:"stable-rate"`
 	Eqn2InFlight   bool          `yaml:"eqn2-inflight-bound"`
+	InFlightPeers  bool          `yaml:"inflight-peers"`
 	Eqn2Bound      string        `yaml:"eqn2-bound"`
 	RampQueue      float64       `yaml:"ramp-queue"`
 	RampPairRate   bool          `yaml:"ramp-pair-rate"`
@@ -128,6 +129,7 @@ func defaultRunConfig() runConfig {
 		FlowIdle:           proxy.DefaultIdleTimeout,
 		StableRate:         true,
 		Eqn2InFlight:       true,
+		InFlightPeers:      true,
 		Eqn2Bound:          m2ho.Eqn2BoundNames[0],
 		RampQueue:          m2ho.DefaultRampQueue,
 		RampPairRate:       true,
@@ -232,6 +234,7 @@ Example (as root):
 	fs.StringVar(&c.Eqn2Log, "eqn2-log", c.Eqn2Log, "file to append Eqn 2's inputs and window to, a line each 10ms at most while it holds a flow: unix_ns, the cell's rate and the rate its cap uses (bytes/s), the flow's RTT_min and smoothed RTT (us), lambda*c_est*RTT_min/RTT, the cap, the in-flight bound of the sub-6 dwell (-1: none), its standing queue and the window set (bytes), flows sharing, the flow's last one-way queueing delay (us) and the sender's bytes in flight (empty: off)")
 	fs.StringVar(&c.VerdictLog, "verdict-log", c.VerdictLog, "file to append the verdict counters to, a line each 10ms tick they changed: unix_ns, clamp rewrites (Preparation/Smoothing), Eqn 2 rewrites, suppressed ACKs, release rewrites (a held window opening gradually), and the largest signalling lag since the last line in us (arrival less the event's own timestamp; a line for it alone when it reaches 10ms) (empty: off)")
 	fs.BoolVar(&c.Eqn2InFlight, "eqn2-inflight-bound", c.Eqn2InFlight, "in a sub-6 dwell under Eqn 2, keep the flows' bytes in flight at or under the cell's measured buffer estimate (s_max) while the pipe fits under it: no capacity dip can then overflow the buffer and cut the carried window (false: the cap rate*RTT_min + queue alone)")
+	fs.BoolVar(&c.InFlightPeers, "inflight-peers", c.InFlightPeers, "in a sub-6 cell whose buffer the phone has not yet seen overflow, hold --eqn2-inflight-bound at the least buffer seen full among the other sub-6 cells (the cell's own measured queue if deeper), as the M2HO paper estimates an unknown cell from the known ones; false: the bound waits for the cell's own overflow, which cuts the window carried from mmWave")
 	fs.BoolVar(&c.StableRate, "stable-rate", c.StableRate, "apply Eqn 2's rwnd rate control in Stable, from a handover mmWave -> sub-6 until one back into mmWave (false: touch windows only around handovers)")
 	fs.StringVar(&c.SMaxLog, "smax-log", c.SMaxLog, "file to append each rise of a cell's buffer estimate (s_max, measured from one-way delay) to, with the sample that made it: unix_ns of the sample, cell, type, s_max, the segment's queueing delay (us), the bytes received and the bytes the MAC slots served since it joined the queue, how long the cell had been busy (us) and the largest single sample (empty: off)")
 	fs.StringVar(&c.PredLog, "prediction-log", c.PredLog, "file to append each episode of a prediction's or a command's clamp to, when it ends (back in Stable): unix_ns of its start, its end and the command (0: none), the outcome (confirmed, unpredicted, withdrawn-timeout, withdrawn-a1, ended), the predicted type and target, the serving cell's type, the clamp in bytes (0: none) and the kinds of report it rested on (lte-a3a5, nr-a3a5, lte-b1, nr-a2) (empty: off)")
@@ -540,6 +543,7 @@ func runDaemon(ctx context.Context, c runConfig, log *zap.Logger, out interface{
 		SMaxDB:                db,
 		StableRate:            toggle(c.StableRate),
 		Eqn2InFlight:          toggle(c.Eqn2InFlight),
+		InFlightPeers:         toggle(c.InFlightPeers),
 		Eqn2Bound:             eqn2Bound,
 		RampQueue:             c.RampQueue,
 		RampPairRate:          toggle(c.RampPairRate),
