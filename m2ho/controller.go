@@ -1486,10 +1486,10 @@ const eqn2MeasuredQueue = 1.0 / 3
 //
 // Why the peers: a cell's own fullness is learned from its own overflow,
 // and that overflow cuts the window Eqn 2 carries (the mixed drive,
-// 2026-12-07, 6 seeds × 300 s: the in-flight bound stood in 55 of the 58
-// sub-6 horizontal handovers under Eqn 2 without a drop after them; the
-// 3 with drops were 1.3-4.4 s into cells not yet seen full, the bound off
-// and 1.3-2.0 MB in flight on 1387 KB buffers, and each cut the window
+// 2026-12-07, 6 seeds × 300 s: of the 58 sub-6 horizontal handovers
+// under Eqn 2, 55 lost no segment before the next command; the 3 that did
+// lost them 1.3-4.4 s into cells not yet seen full, the bound off and
+// 1.3-2.0 MB in flight on 1387 KB buffers, and each cut the window
 // carried from mmWave). A peer's full buffer is not a queue floor that a
 // held window kept small (TestEqn2InFlightBoundNeedsFullBuffer's case):
 // it is where one overflowed.
