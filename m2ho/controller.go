@@ -1307,7 +1307,7 @@ func (c *Controller) stableRwnd(now time.Time, f *Flow, p *Packet) Verdict {
 			queue = max(queue, eqn2PipeQueue*inPipe)
 		}
 		capped, pace = inPipe+queue, queue
-		if whole, ok := c.inFlightBuffer(); ok && c.inFlight && c.eqn2Armed {
+		if whole, ok := c.inFlightBuffer(); c.inFlight && c.eqn2Armed && ok {
 			// In flight at most the measured buffer where the pipe fits
 			// under it (eqn2InFlightBound), with a slack. The pipe is
 			// the cell's last rate (the envelope's r_low may be lower)

@@ -388,14 +388,20 @@ func measuredDrives(t *testing.T) ([]Schedule, [][]signaling.Event) {
 	return out, logs
 }
 
-// The recorded dwells and handover split are what DwellStats gives on the
-// artifact's XCAL logs.
-func TestMeasuredDwellsFromData(t *testing.T) {
+// measuredDwellStats is DwellStats over the measured drives' schedules.
+func measuredDwellStats(t *testing.T) ([]Schedule, DwellStats) {
 	ds, _ := measuredDrives(t)
 	var st DwellStats
 	for _, s := range ds {
 		st.Add(s)
 	}
+	return ds, st
+}
+
+// The recorded dwells and handover split are what DwellStats gives on the
+// artifact's XCAL logs.
+func TestMeasuredDwellsFromData(t *testing.T) {
+	ds, st := measuredDwellStats(t)
 	for _, c := range []struct {
 		typ   signaling.CellType
 		mean  time.Duration
@@ -585,11 +591,7 @@ func TestMixedDriveFalseAlarmsAsMeasured(t *testing.T) {
 // minimum per source type is the shortest dwell a vertical handover ended,
 // and every dwell shorter than it ended in a horizontal handover.
 func TestMeasuredVerticalMinDwellFromData(t *testing.T) {
-	ds, _ := measuredDrives(t)
-	var st DwellStats
-	for _, s := range ds {
-		st.Add(s)
-	}
+	_, st := measuredDwellStats(t)
 	for _, c := range []struct {
 		typ      signaling.CellType
 		min      time.Duration
